@@ -1,0 +1,118 @@
+"""The contract between the runner and every paper's experiment functions.
+
+An experiment is a pure function ``fn(params, ctx) -> Result`` decorated with
+:func:`experiment`. The decorator names the dataclass that validates its parameters and
+whether it needs a CUDA GPU. The runner (:mod:`repro.run`) composes the Hydra config,
+validates it against that dataclass, builds the :class:`Context`, calls the function and
+writes the run record; tests call the function directly with a hand-made context.
+
+Modules that hold experiments must not import CuPy (or anything GPU-only) at module load:
+the CPU machines import them too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+
+class NeedsGPU(RuntimeError):
+    """Raised when a GPU-only step runs on a machine without a CUDA GPU."""
+
+
+@dataclass
+class Context:
+    """What the runner hands an experiment."""
+
+    out_dir: Path
+    scale: str = "smoke"  # "smoke" (CPU, tiny) or "paper" (GPU, paper-sized)
+    device: str = "cpu"  # "cuda" or "cpu"
+    seed: int = 0
+    inputs: dict[str, Path] = field(default_factory=dict)  # named input files from the DAG
+    log: logging.Logger = field(default_factory=lambda: logging.getLogger("repro"))
+
+    def progress(self, iterable, total: int | None = None, desc: str = ""):
+        """Wrap an iterable with a progress bar on a terminal, plain log lines otherwise."""
+        from repro.progress import progress
+
+        return progress(iterable, total=total, desc=desc, log=self.log)
+
+
+@dataclass
+class Result:
+    """What an experiment returns; the runner turns it into a run record.
+
+    metrics: scalar results (the claims ledger reads these by key).
+    tables: named DataFrames, written as ``<name>.csv`` next to the record.
+    artifacts: other files the experiment wrote under ``ctx.out_dir`` (name -> path).
+    tags: free-form strings (e.g. which fallback was taken).
+    """
+
+    metrics: dict[str, float] = field(default_factory=dict)
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    artifacts: dict[str, Path] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ExperimentSpec:
+    fn: Callable[[Any, Context], Result]
+    params: type
+    needs_gpu: bool
+
+    def __call__(self, params, ctx: Context) -> Result:
+        return self.fn(params, ctx)
+
+
+def experiment(*, params: type, needs_gpu: bool = False):
+    """Mark ``fn(params, ctx) -> Result`` as an experiment with a validated parameter dataclass."""
+    if not dataclasses.is_dataclass(params):
+        raise TypeError(f"params must be a dataclass, got {params!r}")
+
+    def wrap(fn):
+        return ExperimentSpec(fn=fn, params=params, needs_gpu=needs_gpu)
+
+    return wrap
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a hard dependency
+        return False
+    return torch.cuda.is_available()
+
+
+def resolve_device(requested: str) -> str:
+    """'auto' -> 'cuda' when a GPU is present, else 'cpu'; 'cuda' without a GPU raises NeedsGPU."""
+    if requested == "auto":
+        return "cuda" if cuda_available() else "cpu"
+    if requested == "cuda" and not cuda_available():
+        raise NeedsGPU("device=cuda was requested but no CUDA GPU is visible")
+    if requested not in ("cuda", "cpu"):
+        raise ValueError(f"device must be auto, cuda or cpu, got {requested!r}")
+    return requested
+
+
+def load_entry(entry: str) -> ExperimentSpec:
+    """Import ``'package.module:function'`` and check it is an experiment."""
+    import importlib
+
+    module_name, _, attr = entry.partition(":")
+    if not attr:
+        raise ValueError(f"experiment entry must look like 'package.module:function', got {entry!r}")
+    module = importlib.import_module(module_name)
+    spec = getattr(module, attr, None)
+    if not isinstance(spec, ExperimentSpec):
+        raise TypeError(f"{entry} is not decorated with @repro.experiment.experiment")
+    return spec
+
+
+def eprint(*args) -> None:
+    print(*args, file=sys.stderr, flush=True)

@@ -1,0 +1,82 @@
+"""`python -m repro.figures <run_dir> <out.png>`: draw one experiment's figure (PNG + PDF).
+
+The figure function is named in the experiment's config (`figure: package.module:function`) and
+takes the run folder. When this machine skipped the experiment (e.g. no GPU), the figure is drawn
+from the committed reference run instead and its title says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from repro import records  # noqa: E402
+from repro.reference import find_reference  # noqa: E402
+
+
+def _placeholder(text: str):
+    fig, ax = plt.subplots(figsize=(6, 2))
+    ax.axis("off")
+    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True)
+    return fig
+
+
+def draw(run_dir: Path, out_png: Path, reference_root: Path | None = None) -> Path:
+    record = records.read(run_dir)
+    source_dir, note = Path(run_dir), None
+    if record["status"] != "ok":
+        ref = find_reference(reference_root, record["paper"], record["experiment"]) if reference_root else None
+        if ref is None:
+            fig = _placeholder(f"{record['paper']}/{record['experiment']}: {record['reason']}\n"
+                               "and no committed reference run to show")
+            return save(fig, out_png)
+        source_dir = ref
+        hardware = records.read(ref)["provenance"].get("gpu_name") or "reference machine"
+        note = f"reference run on {hardware} ({record['reason']} here)"
+    entry = record.get("figure")
+    if not entry:
+        raise ValueError(f"{run_dir}: the experiment config names no figure function")
+    module, _, name = entry.partition(":")
+    fig = getattr(importlib.import_module(module), name)(source_dir)
+    if note:
+        fig.text(0.99, 0.01, note, ha="right", va="bottom", fontsize=7, color="firebrick")
+    return save(fig, out_png)
+
+
+def save(fig, out_png: Path) -> Path:
+    out_png = Path(out_png)
+    out_png.parent.mkdir(parents=True, exist_ok=True)
+    # write to temp names first: a killed job leaves no half-written figure
+    tmp_png, tmp_pdf = out_png.with_suffix(".tmp.png"), out_png.with_suffix(".tmp.pdf")
+    fig.savefig(tmp_png, dpi=150, bbox_inches="tight")
+    fig.savefig(tmp_pdf, bbox_inches="tight")
+    plt.close(fig)
+    tmp_pdf.replace(out_png.with_suffix(".pdf"))
+    tmp_png.replace(out_png)
+    return out_png
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run_dir", type=Path, help="folder holding record.json and its tables")
+    ap.add_argument("out", type=Path, help="output PNG path (a PDF is written beside it)")
+    ap.add_argument("--reference", type=Path, default=Path("results/reference"),
+                    help="reference results root, used when this machine skipped the run")
+    args = ap.parse_args(argv)
+    try:
+        draw(args.run_dir, args.out, args.reference)
+    except (records.RecordError, ValueError, FileNotFoundError) as exc:
+        print(f"repro.figures: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Where a number came from: code version, machine, GPU, driver, library versions, config."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import socket
+import subprocess
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip()
+
+
+def git_state() -> dict:
+    commit = _git("rev-parse", "HEAD")
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit or "unknown", "dirty": bool(status) if status is not None else None}
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@lru_cache(maxsize=1)
+def gpu_info() -> dict:
+    """GPU name/count, driver and CUDA versions, or an empty description without a GPU."""
+    try:
+        import torch
+    except ImportError:
+        return {"gpu_count": 0}
+    if not torch.cuda.is_available():
+        return {"gpu_count": 0, "gpu_name": None, "cuda": torch.version.cuda, "driver": None}
+    names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    driver = None
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20, check=True,
+        )
+        driver = out.stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        pass
+    props = torch.cuda.get_device_properties(0)
+    return {
+        "gpu_count": len(names),
+        "gpu_name": names[0],
+        "gpu_names": names,
+        "gpu_sms": props.multi_processor_count,
+        "gpu_memory_bytes": props.total_memory,
+        "cuda": torch.version.cuda,
+        "driver": driver,
+    }
+
+
+def gpu_slug(name: str | None) -> str:
+    """'NVIDIA H200' -> 'nvidia-h200' (the folder name of reference results)."""
+    if not name:
+        return "cpu"
+    return "-".join(name.lower().replace("_", " ").split())
+
+
+def config_hash(cfg: dict) -> str:
+    blob = json.dumps(cfg, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def collect(cfg: dict | None = None) -> dict:
+    """Provenance of a run: every record carries this."""
+    prov = {
+        **git_state(),
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu": platform.processor() or platform.machine(),
+        **gpu_info(),
+        "packages": {
+            name: _version(name)
+            for name in ("torch", "cupy-cuda13x", "cupy", "triton", "numpy", "pandas", "snakemake", "hydra-core", "mlflow")
+            if _version(name)
+        },
+    }
+    if cfg is not None:
+        prov["config_hash"] = config_hash(cfg)
+    return prov

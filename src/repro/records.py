@@ -1,0 +1,99 @@
+"""Run records: one JSON file per experiment run, the only thing later stages read.
+
+A record is written atomically (temp file + rename), so a killed job never leaves a file that
+later looks valid. Tables sit next to it as CSV. MLflow ingestion, figures and the claims report
+all read records; nothing else talks to MLflow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+RECORD_NAME = "record.json"
+RECORD_VERSION = 1
+STATUSES = ("ok", "skipped")
+
+
+class RecordError(ValueError):
+    """A record is missing, unreadable or malformed."""
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def record_id(record: dict) -> str:
+    """Stable id of one run: the same record re-ingested maps to the same MLflow run."""
+    key = json.dumps(
+        [record["experiment"], record["paper"], record["scale"], record["started"],
+         record["provenance"].get("config_hash"), record["provenance"].get("hostname")],
+        sort_keys=True,
+    )
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def write(out_dir: Path, record: dict) -> Path:
+    record = {"record_version": RECORD_VERSION, **record}
+    record["record_id"] = record_id(record)
+    validate(record, where=str(out_dir))
+    path = Path(out_dir) / RECORD_NAME
+    atomic_write_text(path, json.dumps(record, indent=2, sort_keys=True, default=_jsonable) + "\n")
+    return path
+
+
+def _jsonable(obj: Any):
+    if hasattr(obj, "item"):  # numpy / torch scalars
+        return obj.item()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON-serialisable: {type(obj).__name__}")
+
+
+def validate(record: dict, where: str = "record") -> None:
+    required = ("experiment", "paper", "scale", "status", "params", "metrics", "provenance", "started")
+    missing = [k for k in required if k not in record]
+    if missing:
+        raise RecordError(f"{where}: record lacks {', '.join(missing)}")
+    if record["status"] not in STATUSES:
+        raise RecordError(f"{where}: status must be one of {STATUSES}, got {record['status']!r}")
+    for k, v in record["metrics"].items():
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise RecordError(f"{where}: metric {k!r} must be a number, got {v!r}")
+
+
+def read(path: Path) -> dict:
+    path = Path(path)
+    if path.is_dir():
+        path = path / RECORD_NAME
+    if not path.exists():
+        raise RecordError(f"{path}: no run record here (has the experiment run?)")
+    try:
+        record = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"{path}: corrupt run record ({exc}); delete it and rerun the step") from exc
+    validate(record, where=str(path))
+    record["_dir"] = str(path.parent)
+    return record
+
+
+def find(root: Path) -> list[Path]:
+    """All record files under root (results/<paper>/<experiment>/record.json)."""
+    root = Path(root)
+    return sorted(p for p in root.glob(f"*/*/{RECORD_NAME}"))

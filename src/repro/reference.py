@@ -1,0 +1,81 @@
+"""Reference results: a GPU run's outputs committed under results/reference/<gpu-slug>/.
+
+`python -m repro.reference publish --from results --gpu nvidia-h200 [--only paper/experiment ...]`
+
+Publishing copies, exactly as the pipeline wrote them, each finished paper-scale run folder
+(record, tables, Hydra config) of a machine with that GPU, its figures and the run's claims
+table. A published experiment replaces its earlier reference folder whole. Reports on machines
+that cannot run a step fall back to these and say so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from repro import records
+from repro.provenance import gpu_slug
+
+DEFAULT_ORDER = ("nvidia-h200",)
+
+
+def find_reference(reference_root: Path, paper: str, experiment: str) -> Path | None:
+    """The reference run folder of paper/experiment, preferring the H200's."""
+    root = Path(reference_root)
+    if not root.is_dir():
+        return None
+    slugs = [s for s in DEFAULT_ORDER if (root / s).is_dir()]
+    slugs += sorted(p.name for p in root.iterdir() if p.is_dir() and p.name not in slugs)
+    for slug in slugs:
+        candidate = root / slug / paper / experiment
+        if (candidate / records.RECORD_NAME).exists():
+            return candidate
+    return None
+
+
+def publish(results: Path, reference_root: Path, gpu: str, only: list[str] | None = None) -> list[str]:
+    results, dest_root = Path(results), Path(reference_root) / gpu
+    published = []
+    for rec_path in records.find(results):
+        rec = records.read(rec_path)
+        key = f"{rec['paper']}/{rec['experiment']}"
+        if only and key not in only:
+            continue
+        if rec["status"] != "ok" or rec["scale"] != "paper":
+            continue
+        if gpu_slug(rec["provenance"].get("gpu_name")) != gpu:
+            continue
+        dest = dest_root / rec["paper"] / rec["experiment"]
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.copytree(rec_path.parent, dest)
+        for fig in (results / "figures").glob(f"{rec['experiment']}.*"):
+            (dest_root / "figures").mkdir(parents=True, exist_ok=True)
+            shutil.copy2(fig, dest_root / "figures" / fig.name)
+        published.append(key)
+    if published and (results / "claims" / "claims.csv").exists():
+        shutil.copytree(results / "claims", dest_root / "claims", dirs_exist_ok=True)
+    return published
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    pub = sub.add_parser("publish", help="copy finished paper-scale GPU runs into the reference folder")
+    pub.add_argument("--from", dest="results", type=Path, default=Path("results"))
+    pub.add_argument("--to", dest="reference", type=Path, default=Path("results/reference"))
+    pub.add_argument("--gpu", default="nvidia-h200", help="GPU slug (lower-case name with dashes)")
+    pub.add_argument("--only", nargs="*", help="paper/experiment keys to publish (default: all)")
+    args = ap.parse_args(argv)
+    done = publish(args.results, args.reference, args.gpu, args.only)
+    if not done:
+        print(f"repro.reference: nothing to publish for {args.gpu} under {args.results}", file=sys.stderr)
+        return 1
+    print("published:", ", ".join(done))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

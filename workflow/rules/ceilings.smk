@@ -1,0 +1,17 @@
+# Machine ceilings: the bandwidths and GEMM rates every kernel benchmark is measured against.
+
+
+rule ceilings:
+    input:
+        cfg=experiment_config("ceilings/ceilings"),
+        code=sorted(Path("src/repro/ceilings").glob("*.py")),
+    output:
+        record=record("ceilings/ceilings"),
+    log:
+        "results/logs/ceilings/ceilings.log",
+    params:
+        scale=SCALE,
+    resources:
+        gpu=1,
+    shell:
+        repro_run("ceilings/ceilings")

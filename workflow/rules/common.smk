@@ -1,0 +1,41 @@
+# Helpers shared by the rule files: the resolved scale and the one way to run an experiment.
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # repro's light modules, without install
+from repro.scale import resolve_scale
+
+SCALE = resolve_scale(config["scale"])
+PY = "python"  # the environment's interpreter (the venv, or the container's)
+
+
+def experiment_config(experiment):
+    """The Hydra experiment file of '<paper>/<name>' (an input: editing it reruns the step)."""
+    return f"config/experiment/{experiment}.yaml"
+
+
+def record(experiment):
+    return f"results/{experiment}/record.json"
+
+
+def repro_run(experiment, **inputs):
+    """Shell command running one experiment through the Hydra CLI; inputs name -> path pattern
+    (e.g. ceilings="{input.ceilings}")."""
+    named = ",".join(f"{k}:{v}" for k, v in inputs.items())
+    return (
+        f"{PY} -m repro.run experiment={experiment} scale={SCALE} out=results/{experiment} "
+        f"'inputs={{{{{named}}}}}' > {{log}} 2>&1"
+    )
+
+
+# Every experiment that has a figure: figure name -> "<paper>/<name>" (names are unique).
+FIGURES = {
+    Path(p).stem: f"{Path(p).parent.name}/{Path(p).stem}"
+    for p in sorted(Path("config/experiment").glob("*/*.yaml"))
+}
+
+
+def figure_record(wildcards):
+    if wildcards.name not in FIGURES:
+        raise ValueError(f"no experiment named {wildcards.name!r}; figures: {sorted(FIGURES)}")
+    return record(FIGURES[wildcards.name])
