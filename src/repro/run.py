@@ -47,14 +47,18 @@ def experiment_params(spec, exp_cfg: DictConfig, scale: str):
         key = getattr(exc, "full_key", None) or getattr(exc, "key", None)
         names = ", ".join(f.name for f in dataclasses.fields(spec.params))
         raise ConfigError(
-            f"experiment.params{'.' + str(key) if key else ''}: {exc.msg if hasattr(exc, 'msg') else exc} "
+            f"experiment.params{'.' + str(key) if key else ''}: {str(exc).splitlines()[0]} "
             f"(valid keys for {exp_cfg.name}: {names})"
         ) from None
 
 
 def execute(cfg: DictConfig) -> Path:
     """Run one composed config; returns the record path. Raises ConfigError / NeedsGPU."""
-    exp_cfg = cfg.experiment
+    exp_cfg = cfg.get("experiment")
+    if not exp_cfg:
+        experiments = sorted(str(p.relative_to(CONFIG_DIR / "experiment").with_suffix(""))
+                             for p in (CONFIG_DIR / "experiment").glob("*/*.yaml"))
+        raise ConfigError(f"choose one experiment=<paper>/<name>; available: {', '.join(experiments)}")
     try:
         scale = resolve_scale(cfg.scale)
     except ValueError as exc:

@@ -18,5 +18,7 @@ rule baseline:
         exp="resnet32|vgg16|trainer_bench",
     resources:
         gpu=1,
+    container:
+        GPU_IMAGE
     shell:
         repro_run("baseline/{wildcards.exp}", train="{input.train}", test="{input.test}")

@@ -10,5 +10,7 @@ rule build_kernels:
         "results/logs/build_kernels.log",
     params:
         arch="sm_90",
+    container:
+        CPU_IMAGE
     shell:
-        "{PY} -m repro.build_kernels --out results/build/kernels --arch {params.arch} > {log} 2>&1"
+        "python -m repro.build_kernels --out results/build/kernels --arch {params.arch} > {log} 2>&1"

@@ -13,5 +13,7 @@ rule ceilings:
         scale=SCALE,
     resources:
         gpu=1,
+    container:
+        GPU_IMAGE
     shell:
         repro_run("ceilings/ceilings")

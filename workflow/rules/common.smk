@@ -1,4 +1,4 @@
-# Helpers shared by the rule files: the resolved scale and the one way to run an experiment.
+# Helpers shared by all rule files (the resolved scale, the one way to run an experiment).
 import sys
 from pathlib import Path
 
@@ -6,7 +6,10 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # repro's light modules
 from repro.scale import resolve_scale
 
 SCALE = resolve_scale(config["scale"])
-PY = "python"  # the environment's interpreter (the venv, or the container's)
+# Step environments (containers/*.def, built with `apptainer build`); used with
+# `snakemake --sdm apptainer`, ignored otherwise.
+CPU_IMAGE = "containers/repro-cpu.sif"
+GPU_IMAGE = "containers/repro-gpu.sif"
 
 
 def experiment_config(experiment):
@@ -23,7 +26,7 @@ def repro_run(experiment, **inputs):
     (e.g. ceilings="{input.ceilings}")."""
     named = ",".join(f"{k}:{v}" for k, v in inputs.items())
     return (
-        f"{PY} -m repro.run experiment={experiment} scale={SCALE} out=results/{experiment} "
+        f"python -m repro.run experiment={experiment} scale={SCALE} out=results/{experiment} "
         f"'inputs={{{{{named}}}}}' > {{log}} 2>&1"
     )
 

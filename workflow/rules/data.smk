@@ -12,6 +12,8 @@ rule cifar10:
     params:
         source=config["cifar10_source"],
         shards=config["cifar10_train_shards"][SCALE] or 5,
+    container:
+        CPU_IMAGE
     shell:
-        "{PY} -m repro.data.cifar10 --source {params.source} --out results/data/cifar10 "
+        "python -m repro.data.cifar10 --source {params.source} --out results/data/cifar10 "
         "--train-shards {params.shards} > {log} 2>&1"

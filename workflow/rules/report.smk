@@ -11,8 +11,10 @@ rule figure:
         "results/logs/figures/{name}.log",
     params:
         reference=config["reference_root"],
+    container:
+        CPU_IMAGE
     shell:
-        "{PY} -m repro.figures $(dirname {input.record}) {output.png} --reference {params.reference} > {log} 2>&1"
+        "python -m repro.figures $(dirname {input.record}) {output.png} --reference {params.reference} > {log} 2>&1"
 
 
 rule claims:
@@ -28,8 +30,10 @@ rule claims:
         "results/logs/claims.log",
     params:
         reference=config["reference_root"],
+    container:
+        CPU_IMAGE
     shell:
-        "{PY} -m repro.claims --ledger {input.ledger} --results results --reference {params.reference} "
+        "python -m repro.claims --ledger {input.ledger} --results results --reference {params.reference} "
         "--figures {input.figures} --out results/claims > {log} 2>&1"
 
 
@@ -42,5 +46,7 @@ rule mlflow:
         "results/logs/mlflow.log",
     params:
         uri=config["mlflow_uri"],
+    container:
+        CPU_IMAGE
     shell:
-        "{PY} -m repro.tracking --results results --uri {params.uri} --out {output.summary} > {log} 2>&1"
+        "python -m repro.tracking --results results --uri {params.uri} --out {output.summary} > {log} 2>&1"

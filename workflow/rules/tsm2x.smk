@@ -17,6 +17,8 @@ rule tsm2x:
         exp="tsm2_r|tsm2_l",
     resources:
         gpu=1,
+    container:
+        GPU_IMAGE
     shell:
         repro_run(
             "tsm2x/{wildcards.exp}",

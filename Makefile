@@ -1,0 +1,47 @@
+# Set-up and the common commands. `make` = set up, then run the whole DAG; `make test` = the tests.
+VENV        ?= .venv
+PY          := $(VENV)/bin/python
+# The CPU machines keep a local torch 2.13 CPU wheel; a GPU machine brings its own torch (>= 2.11).
+TORCH_SPEC  ?= torch==2.13.0
+CORES       ?= all
+SNAKEMAKE   := PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/snakemake
+
+.PHONY: all setup test smoke paper lint mlflow-ui bench-pipeline wheelhouse clean-results help
+
+all: setup                ## set up, then run the whole DAG (paper scale with a GPU, smoke without)
+	$(SNAKEMAKE) --cores $(CORES)
+
+setup: $(VENV)/.installed ## create .venv and install repro with its pinned dependencies
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@
+
+test: setup               ## run the test suite (GPU tests skip themselves without a GPU)
+	$(VENV)/bin/python -m pytest -q
+
+smoke: setup              ## the whole DAG at the tiny CPU scale
+	$(SNAKEMAKE) --cores $(CORES) --config scale=smoke
+
+paper: setup              ## the whole DAG at paper scale (needs a CUDA GPU)
+	$(SNAKEMAKE) --cores $(CORES) --config scale=paper
+
+lint: setup               ## snakemake --lint
+	$(SNAKEMAKE) --lint
+
+mlflow-ui: setup          ## browse the runs: http://127.0.0.1:5000
+	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///results/mlflow.db --host 127.0.0.1 --port 5000
+
+bench-pipeline: setup     ## time a no-op rerun of the whole DAG (target: under 5 s)
+	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) benchmarks/pipeline_noop.py
+
+wheelhouse:               ## cp312 wheels of what a GPU machine lacks, for air-gapped clusters (.whl/)
+	bash tools/wheelhouse.sh
+
+clean-results:            ## remove this machine's results (keeps results/reference/)
+	find results -mindepth 1 -maxdepth 1 ! -name reference -exec rm -rf {} +
+
+help:
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'

@@ -1,0 +1,45 @@
+"""Shared fixtures: compose Hydra configs forced to CPU, tiny sizes and tmp_path."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))  # fake experiments for runner tests
+
+
+def pytest_collection_modifyitems(config, items):
+    try:
+        import torch
+
+        gpu = torch.cuda.is_available()
+    except ImportError:
+        gpu = False
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the GPU machine)")
+    for item in items:
+        if "gpu" in item.keywords and not gpu:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def compose():
+    """compose(overrides) -> DictConfig of config/run.yaml, as `python -m repro.run` would see it."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    def _compose(overrides: list[str]):
+        with initialize_config_dir(config_dir=str(REPO / "config"), version_base="1.3"):
+            return hydra_compose(config_name="run", overrides=overrides, return_hydra_config=False)
+
+    return _compose
+
+
+@pytest.fixture
+def shards_dir() -> Path:
+    for candidate in (REPO.parent / "shared" / "data" / "cifar10-jpeg",):
+        if (candidate / "SHA256SUMS").exists():
+            return candidate
+    pytest.skip("CIFAR-10 JPEG shards not found beside the checkout (../shared/data/cifar10-jpeg)")

@@ -1,0 +1,104 @@
+"""The claims ledger and the verdict logic."""
+
+import re
+
+import pytest
+import yaml
+
+from repro import claims, records
+
+from conftest import REPO
+
+
+def test_ledger_has_every_claim_id_of_papers_md():
+    papers = REPO.parent / "shared" / "PAPERS.md"
+    if not papers.exists():
+        pytest.skip("../shared/PAPERS.md not beside the checkout")
+    text = papers.read_text()
+    ids = set(re.findall(r"^- `([a-z0-9_]+\.[a-z0-9_]+)`", text, flags=re.M))
+    ids |= set(re.findall(r"claims?:?\s+`([a-z0-9_]+\.[a-z0-9_]+)`", text, flags=re.I))
+    ids |= set(re.findall(r"^- `([a-z]+)`:", text, flags=re.M))  # simulator rows
+    assert len(ids) >= 20, sorted(ids)
+    ledger = {c["id"] for c in claims.load_ledger(REPO / "config" / "claims.yaml")}
+    assert ids <= ledger, f"missing from config/claims.yaml: {sorted(ids - ledger)}"
+
+
+def _write(root, paper, name, metrics, scale="paper", status="ok", gpu="NVIDIA H200"):
+    rec = dict(experiment=name, paper=paper, scale=scale, status=status, params={}, metrics=metrics,
+               provenance={"gpu_name": gpu, "commit": "c0ffee", "dirty": False, "config_hash": "x", "hostname": "h"},
+               started="2026-11-30T00:00:00+00:00", reason=None if status == "ok" else "skipped: needs a CUDA GPU")
+    records.write(root / paper / name, rec)
+
+
+@pytest.fixture
+def setup(tmp_path):
+    ledger = tmp_path / "claims.yaml"
+    exps = tmp_path / "experiment"
+    for e in ("k/fast", "k/skipped", "k/sim"):
+        (exps / e).parent.mkdir(parents=True, exist_ok=True)
+        (exps / f"{e}.yaml").write_text("name: x\n")
+    common = dict(paper="P", statement="s", paper_value=2.0, unit="x", needs="gpu")
+    ledger.write_text(yaml.safe_dump({"claims": [
+        {**common, "id": "a.pass", "target": 1.5, "direction": ">=",
+         "metric": {"experiment": "k/fast", "key": "speedup"},
+         "also": [{"experiment": "k/fast", "key": "min", "target": 1.0, "direction": ">="}]},
+        {**common, "id": "a.fail", "target": 3.0, "direction": ">=", "metric": {"experiment": "k/fast", "key": "speedup"}},
+        {**common, "id": "a.ref", "target": 1.0, "direction": ">=", "metric": {"experiment": "k/skipped", "key": "speedup"}},
+        {**common, "id": "a.model", "target": 1.0, "direction": ">=", "kind": "model",
+         "metric": {"experiment": "k/sim", "key": "speedup"}},
+        {**common, "id": "a.pending", "target": 1.0, "direction": ">="},
+        {**common, "id": "a.noexp", "target": 1.0, "direction": ">=", "metric": {"experiment": "k/none", "key": "v"}},
+    ]}))
+    results, ref = tmp_path / "results", tmp_path / "reference"
+    _write(results, "k", "fast", {"speedup": 2.0, "min": 1.2})
+    _write(results, "k", "skipped", {}, scale="smoke", status="skipped", gpu=None)
+    _write(ref / "nvidia-h200", "k", "skipped", {"speedup": 1.7})
+    _write(results, "k", "sim", {"speedup": 1.2}, gpu=None)
+    return ledger, results, ref, exps
+
+
+def test_verdicts(setup):
+    df = claims.build(*setup).set_index("claim_id")
+    assert df.loc["a.pass", "verdict"] == "reproduced" and df.loc["a.pass", "measured"] == "2"
+    assert df.loc["a.pass", "source"] == "this-run" and df.loc["a.pass", "hardware"] == "NVIDIA H200"
+    assert df.loc["a.fail", "verdict"] == "not-reproduced"
+    assert df.loc["a.ref", "verdict"] == "not-run-here"
+    assert df.loc["a.ref", "source"] == "reference" and df.loc["a.ref", "measured"] == "1.7"
+    assert "needs a CUDA GPU" in df.loc["a.ref", "note"]
+    assert df.loc["a.model", "verdict"] == "model"
+    assert df.loc["a.pending", "verdict"] == "pending"
+    assert df.loc["a.noexp", "verdict"] == "pending"
+
+
+def test_failing_also_condition_fails_the_claim(setup):
+    ledger, results, ref, exps = setup
+    _write(results, "k", "fast", {"speedup": 2.0, "min": 0.9})
+    df = claims.build(ledger, results, ref, exps).set_index("claim_id")
+    assert df.loc["a.pass", "verdict"] == "not-reproduced"
+
+
+def test_report_files_and_exact_columns(setup, tmp_path):
+    df = claims.build(*setup)
+    claims.write(df, tmp_path / "out", [])
+    header = (tmp_path / "out" / "claims.csv").read_text().splitlines()[0]
+    assert header == ",".join(claims.COLUMNS)
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert all(cid in html for cid in df.claim_id)
+
+
+def test_ledger_errors_name_the_problem(tmp_path):
+    bad = tmp_path / "c.yaml"
+    bad.write_text(yaml.safe_dump({"claims": [{"id": "x", "paper": "P", "statement": "s", "paper_value": 1,
+                                               "unit": "u", "target": 1, "direction": "=>", "needs": "gpu"}]}))
+    with pytest.raises(claims.LedgerError, match="direction"):
+        claims.load_ledger(bad)
+    bad.write_text(yaml.safe_dump({"claims": [{"id": "x", "colour": 1}]}))
+    with pytest.raises(claims.LedgerError, match="colour"):
+        claims.load_ledger(bad)
+
+
+def test_missing_metric_in_record_is_an_error(setup):
+    ledger, results, ref, exps = setup
+    _write(results, "k", "fast", {"speedup": 2.0})  # no "min"
+    with pytest.raises(claims.LedgerError, match="no metric 'min'"):
+        claims.build(ledger, results, ref, exps)

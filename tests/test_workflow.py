@@ -1,0 +1,112 @@
+"""The Snakemake DAG: job counts per scale (API dry run), lint, and the smoke DAG end to end."""
+
+import collections
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+EXPERIMENTS = sorted(p.relative_to(REPO / "config" / "experiment").with_suffix("").as_posix()
+                     for p in (REPO / "config" / "experiment").glob("*/*.yaml"))
+
+
+def job_counts(workdir: Path, config: dict) -> collections.Counter:
+    """Jobs per rule of a forced dry run, through Snakemake's Python API."""
+    from snakemake.api import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings, SnakemakeApi
+
+    with SnakemakeApi(OutputSettings(quiet={"all"})) as api:
+        wf = api.workflow(resource_settings=ResourceSettings(cores=1), config_settings=ConfigSettings(config=config),
+                          snakefile=workdir / "Snakefile", workdir=workdir)
+        workflow = wf.dag(DAGSettings(forceall=True)).workflow_api._workflow
+        workflow._prepare_dag(forceall=True, ignore_incomplete=True, lock_warn_only=True)
+        workflow._build_dag()
+        return collections.Counter(job.rule.name for job in workflow.dag.jobs)
+
+
+def expected_counts() -> dict:
+    per_paper = collections.Counter(e.split("/")[0] for e in EXPERIMENTS)
+    return {"all": 1, "claims": 1, "mlflow": 1, "figure": len(EXPERIMENTS), "build_kernels": 1, "cifar10": 1,
+            "ceilings": per_paper["ceilings"], "baseline": per_paper["baseline"], "tsm2x": per_paper["tsm2x"]}
+
+
+@pytest.mark.parametrize("scale", ["smoke", "paper"])
+def test_dry_run_job_counts(scale):
+    counts = job_counts(REPO, {"scale": scale})
+    assert dict(counts) == expected_counts()
+
+
+def test_every_experiment_has_a_figure_and_a_rule():
+    counts = job_counts(REPO, {"scale": "smoke"})
+    assert counts["figure"] == len(EXPERIMENTS) >= 6
+
+
+def _snakemake(*args, cwd=REPO, check=True):
+    proc = subprocess.run([shutil.which("snakemake") or "snakemake", *args], cwd=cwd, capture_output=True, text=True)
+    if check:
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def test_lint():
+    proc = _snakemake("--lint", check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_bad_config_value_fails_at_start():
+    proc = _snakemake("-n", "--config", "scale=huge", check=False)
+    assert proc.returncode != 0 and "scale" in proc.stderr + proc.stdout
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory, request):
+    """The whole DAG at smoke scale in a copy of the repository (results stay out of the checkout)."""
+    shards = REPO.parent / "shared" / "data" / "cifar10-jpeg"
+    if not (shards / "SHA256SUMS").exists():
+        pytest.skip("CIFAR-10 shards not beside the checkout")
+    work = tmp_path_factory.mktemp("smoke")
+    for name in ("Snakefile", "config", "workflow", "src"):
+        src = REPO / name
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / name)
+    ref = REPO / "results" / "reference"
+    if ref.exists():
+        shutil.copytree(ref, work / "results" / "reference")
+    proc = _snakemake("--cores", "2", "--config", "scale=smoke", f"cifar10_source=shards:{shards}", cwd=work,
+                      check=False)
+    return work, proc, shards
+
+
+@pytest.mark.slow
+def test_smoke_dag_end_to_end(smoke_run):
+    work, proc, _ = smoke_run
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    report = (work / "results" / "claims" / "report.html").read_text()
+    from repro.claims import load_ledger
+
+    for claim in load_ledger(REPO / "config" / "claims.yaml"):
+        assert claim["id"] in report
+    for exp in EXPERIMENTS:
+        assert (work / "results" / exp / "record.json").exists()
+        assert (work / "results" / "figures" / f"{exp.split('/')[1]}.png").exists()
+    assert (work / "results" / "mlflow.db").exists()
+
+
+@pytest.mark.slow
+def test_smoke_rerun_is_a_no_op(smoke_run):
+    work, proc, shards = smoke_run
+    assert proc.returncode == 0
+    again = _snakemake("--cores", "2", "--config", "scale=smoke", f"cifar10_source=shards:{shards}", cwd=work)
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+@pytest.mark.slow
+def test_one_figure_by_name_reruns_only_its_chain(smoke_run):
+    work, proc, shards = smoke_run
+    assert proc.returncode == 0
+    (work / "results" / "figures" / "ceilings.png").unlink()
+    again = _snakemake("--cores", "2", "--config", "scale=smoke", f"cifar10_source=shards:{shards}",
+                       "results/figures/ceilings.png", cwd=work)
+    assert (work / "results" / "figures" / "ceilings.png").exists()
+    assert "baseline" not in again.stderr.split("Job stats:")[-1].split("Select jobs")[0]
