@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import socket
 import subprocess
@@ -25,9 +26,14 @@ def _git(*args: str) -> str | None:
 
 
 def git_state() -> dict:
+    """Commit and dirty flag; where the tree travels without .git (a lent GPU machine), the
+    caller passes them as REPRO_GIT_COMMIT / REPRO_GIT_DIRTY."""
     commit = _git("rev-parse", "HEAD")
+    if commit is None:
+        return {"commit": os.environ.get("REPRO_GIT_COMMIT", "unknown"),
+                "dirty": {"0": False, "1": True}.get(os.environ.get("REPRO_GIT_DIRTY", ""))}
     status = _git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": commit or "unknown", "dirty": bool(status) if status is not None else None}
+    return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 
 def _version(dist: str) -> str | None:
