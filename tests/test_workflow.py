@@ -1,8 +1,10 @@
 """The Snakemake DAG: job counts per scale (API dry run), lint, and the smoke DAG end to end."""
 
 import collections
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,7 +46,11 @@ def test_every_experiment_has_a_figure_and_a_rule():
 
 
 def _snakemake(*args, cwd=REPO, check=True):
-    proc = subprocess.run([shutil.which("snakemake") or "snakemake", *args], cwd=cwd, capture_output=True, text=True)
+    # the rules call `python`: put this interpreter's environment first on PATH
+    bindir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True,
+                          env=env)
     if check:
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc

@@ -13,15 +13,18 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from repro.records import atomic_write_text
 
 PACKAGE_DIR = Path(__file__).resolve().parent
+ROOT = PACKAGE_DIR.parent.parent
 MANIFEST = "manifest.json"
 
 
@@ -61,28 +64,38 @@ def build(out_dir: Path, arch: str = "sm_90", nvcc: str | None = None, srcs: lis
         manifest.update(status="nvcc-missing", reason="nvcc not found on PATH: CUDA kernels were not built")
     else:
         manifest.update(status="built", nvcc=nvcc, nvcc_version=nvcc_version(nvcc))
-        for src in srcs:
-            cubin = out_dir / f"{src.stem}.cubin"
-            tmp = cubin.with_suffix(".cubin.tmp")
-            cmd = [nvcc, f"-arch={arch}", "-cubin", "-O3", "-std=c++17", "-lineinfo", "-Xptxas", "-v",
-                   f"-I{src.parent}", "-o", str(tmp), str(src)]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            log = proc.stdout + proc.stderr
-            atomic_write_text(out_dir / f"{src.stem}.ptxas.log", " ".join(cmd) + "\n" + log)
-            if proc.returncode != 0:
-                tmp.unlink(missing_ok=True)
-                raise RuntimeError(f"nvcc failed on {src} (see {out_dir / (src.stem + '.ptxas.log')}):\n{log}")
-            tmp.replace(cubin)
-            spills = [r for r in ptxas_summary(log) if r.get("spill_stores") or r.get("spill_loads")]
-            manifest["kernels"][src.stem] = {
-                "source": str(src.relative_to(PACKAGE_DIR.parent.parent)) if src.is_relative_to(PACKAGE_DIR.parent.parent) else str(src),
-                "source_sha256": hashlib.sha256(src.read_bytes()).hexdigest(),
-                "cubin": cubin.name,
-                "entries": len(ptxas_summary(log)),
-                "spilling_entries": [r["kernel"] for r in spills],
-            }
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            for stem, entry in pool.map(lambda s: _compile(s, out_dir, arch, nvcc), srcs):
+                manifest["kernels"][stem] = entry
     atomic_write_text(out_dir / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return manifest
+
+
+def _compile(src: Path, out_dir: Path, arch: str, nvcc: str) -> tuple[str, dict]:
+    """nvcc one .cu to a cubin; keep the -Xptxas -v report beside it."""
+    cubin = out_dir / f"{src.stem}.cubin"
+    tmp = cubin.with_suffix(".cubin.tmp")
+    cmd = [nvcc, f"-arch={arch}", "-cubin", "-O3", "-std=c++17", "-lineinfo", "-Xptxas", "-v",
+           f"-I{src.parent}", "-o", str(tmp), str(src)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    log = proc.stdout + proc.stderr
+    atomic_write_text(out_dir / f"{src.stem}.ptxas.log", " ".join(cmd) + "\n" + log)
+    if proc.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise RuntimeError(f"nvcc failed on {src} (see {out_dir / (src.stem + '.ptxas.log')}):\n{log}")
+    tmp.replace(cubin)
+    spills = [r for r in ptxas_summary(log) if r.get("spill_stores") or r.get("spill_loads")]
+    headers = sorted(src.parent.glob("*.cuh"))
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in [src, *headers])).hexdigest()
+    return src.stem, {
+        "source": str(src.relative_to(ROOT)) if src.is_relative_to(ROOT) else str(src),
+        "source_sha256": digest,
+        "cubin": cubin.name,
+        "entries": len(ptxas_summary(log)),
+        "spilling_entries": [r["kernel"] for r in spills],
+    }
+
+
 
 
 def cubin_path(kernels_dir: Path, stem: str) -> Path:

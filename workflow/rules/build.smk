@@ -4,6 +4,7 @@
 rule build_kernels:
     input:
         sources=sorted(Path("src/repro").glob("**/kernels/*.cu")),
+        headers=sorted(Path("src/repro").glob("**/kernels/*.cuh")),
     output:
         manifest="results/build/kernels/manifest.json",
     log:

@@ -1,0 +1,381 @@
+"""Call the TSM2R / TSM2L kernels on CuPy arrays or torch CUDA tensors, without copies.
+
+    C = tsm2r(A, B)            # A: m x k (large), B: k x n, n <= 16
+    C = tsm2l(A, B, out=C)     # A: m x k with k <= 16 (m up to ~1e7), B: k x n, n <= 16
+
+Memory layout (checked; a wrong one raises ValueError naming the matrix and the problem):
+
+- A (m x k) and C (m x n) must be **column-major** (Fortran order): consecutive rows of a column
+  are adjacent in memory, columns are `ld` >= rows elements apart. That is what lets consecutive
+  threads, each owning consecutive rows, read and write whole cache lines. A CuPy array made with
+  ``order="F"`` qualifies; for torch, take the transpose of a contiguous tensor: ``At.T`` where
+  ``At`` is a contiguous (k x m) tensor (``torch.randn(k, m, device="cuda").T``). Padded leading
+  dimensions (a column-major slice of a taller matrix) are fine.
+- B (k x n) is tiny and may have any non-negative strides (row- or column-major).
+- Same dtype for all three (float32 or float64), same CUDA device; C must not overlap A or B.
+- n (and, for TSM2L, k) from 1 to 16; any m and k otherwise. When A/C pointers and leading
+  dimensions allow it, the kernels use 8- or 16-byte vector loads; otherwise scalar ones.
+
+`out=None` allocates a column-major C with the library of A (torch in, torch out). Kernels run
+on the current stream of that library (torch's current stream for torch tensors). The cubins
+come from the pipeline's kernel build (``snakemake build_kernels``): `kernels_dir` argument,
+else $REPRO_KERNELS_DIR, else results/build/kernels under the working directory.
+
+Kernel variants are named ``tsm2r_<dtype>_n<N>_t<threads>_v<vec>_s<split>`` and
+``tsm2l_<dtype>_k<K>_n<N>_t<threads>_v<vec>_g<groups>``; `TSM2R_VARIANTS` / `TSM2L_VARIANTS` list
+the instantiated ones (the same lists as the TSM2R_VARIANT / TSM2L_VARIANT lines of the .cu
+files). A problem with n (or k) below an instantiated size runs on the next larger one, masked.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from repro.build_kernels import cubin_path
+
+SIZES = (2, 4, 8, 16)  # instantiated N (both kernels) and K (TSM2L)
+MAX_N = MAX_K_L = SIZES[-1]
+DTYPES = {"float32": "f32", "float64": "f64"}
+ITEMSIZE = {"f32": 4, "f64": 8}
+DEFAULT_SMS = 132  # H200; used only when the device cannot be asked
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One compiled kernel: kind 'r' or 'l', dtype 'f32'/'f64', instantiated N (and K for TSM2L),
+    threads per block, rows per thread per vector load (vec), k split across a cluster (TSM2R)
+    or row groups per thread (TSM2L)."""
+
+    kind: str
+    dtype: str
+    n: int
+    threads: int
+    vec: int
+    split: int = 1
+    k: int = 0
+    groups: int = 1
+
+    @property
+    def name(self) -> str:
+        if self.kind == "r":
+            return f"tsm2r_{self.dtype}_n{self.n}_t{self.threads}_v{self.vec}_s{self.split}"
+        return f"tsm2l_{self.dtype}_k{self.k}_n{self.n}_t{self.threads}_v{self.vec}_g{self.groups}"
+
+    @property
+    def rows_per_block(self) -> int:
+        return self.threads * self.vec * self.groups
+
+    def grid(self, m: int) -> tuple[int, int, int]:
+        return (math.ceil(m / self.rows_per_block), self.split, 1)
+
+
+def _tsm2r_variants() -> list[Variant]:
+    shapes = {"f32": [(64, 4), (128, 4), (128, 2)], "f64": [(64, 2), (128, 2), (128, 1)]}
+    return [Variant("r", dt, n, t, v, split=s)
+            for dt, tv in shapes.items() for n in SIZES for t, v in tv for s in (1, 2, 4, 8)]
+
+
+def _tsm2l_variants() -> list[Variant]:
+    vec = {"f32": 4, "f64": 2}
+    return [Variant("l", dt, n, t, v, k=kp, groups=g)
+            for dt, v in vec.items() for kp in SIZES for n in SIZES
+            for t, g in ((128, 1), (256, 1), (128, 2)) if not (g == 2 and kp > 8)]
+
+
+TSM2R_VARIANTS: list[Variant] = _tsm2r_variants()
+TSM2L_VARIANTS: list[Variant] = _tsm2l_variants()
+VARIANTS: dict[str, Variant] = {v.name: v for v in TSM2R_VARIANTS + TSM2L_VARIANTS}
+
+
+def padded(size: int, what: str) -> int:
+    """The smallest instantiated size >= size (ValueError above 16)."""
+    for s in SIZES:
+        if size <= s:
+            return s
+    raise ValueError(f"{what} = {size} > {SIZES[-1]}: the TSM2 kernels keep {what} values per row in "
+                     "registers and are instantiated up to 16; use cuBLAS (or tsm2r when k is large)")
+
+
+def candidates(kind: str, dtype: str, k: int, n: int) -> list[Variant]:
+    """The variants that can run a (k, n) problem of this kind and dtype ('f32'/'f64')."""
+    np_ = padded(max(n, 1), "n")
+    if kind == "r":
+        return [v for v in TSM2R_VARIANTS if v.dtype == dtype and v.n == np_]
+    if kind == "l":
+        kp = padded(max(k, 1), "k")
+        return [v for v in TSM2L_VARIANTS if v.dtype == dtype and v.n == np_ and v.k == kp]
+    raise ValueError(f"kind must be 'r' or 'l', got {kind!r}")
+
+
+def default_variant(kind: str, dtype: str, m: int, k: int, n: int, sms: int = DEFAULT_SMS) -> Variant:
+    """An untuned choice: widest vectors, 128 threads and, for TSM2R, the smallest k split that
+    gives about two blocks per SM (more splits only add reduction work)."""
+    cands = [v for v in candidates(kind, dtype, k, n) if v.threads == 128 and v.groups == 1]
+    widest = max(v.vec for v in cands)
+    cands = [v for v in cands if v.vec == widest]
+    if kind == "l":
+        return cands[0]
+    for v in sorted(cands, key=lambda v: v.split):
+        if v.grid(m)[0] * v.split >= 2 * sms:
+            return v
+    return max(cands, key=lambda v: v.split)
+
+
+# ---- describing the operands (pure Python: testable without a GPU) --------------------------
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """A 2-D device array as the kernels see it: pointer, shape, strides in elements."""
+
+    lib: str  # "torch", "cupy" or "cai" (another __cuda_array_interface__ exporter)
+    ptr: int
+    rows: int
+    cols: int
+    row_stride: int
+    col_stride: int
+    dtype: str  # "f32" / "f64"
+    device: int | None  # CUDA device index, None when the exporter does not say
+
+    @property
+    def itemsize(self) -> int:
+        return ITEMSIZE[self.dtype]
+
+    def span(self) -> tuple[int, int]:
+        """[first byte, last byte + 1) touched by the matrix."""
+        if self.rows == 0 or self.cols == 0:
+            return (self.ptr, self.ptr)
+        last = (self.rows - 1) * self.row_stride + (self.cols - 1) * self.col_stride
+        return (self.ptr, self.ptr + (last + 1) * self.itemsize)
+
+
+_TYPESTR = {"<f4": "f32", "<f8": "f64", "=f4": "f32", "=f8": "f64"}
+
+
+def describe(x: Any, name: str) -> Matrix:
+    """Matrix view of a torch CUDA tensor or any __cuda_array_interface__ object (CuPy)."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        if x.device.type != "cuda":
+            raise ValueError(f"{name} is a torch tensor on {x.device}; TSM2 needs CUDA memory (.cuda())")
+        if x.dim() != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {tuple(x.shape)}")
+        dtype = {torch.float32: "f32", torch.float64: "f64"}.get(x.dtype)
+        if dtype is None:
+            raise ValueError(f"{name} has dtype {x.dtype}; TSM2 supports float32 and float64")
+        return Matrix("torch", x.data_ptr(), x.shape[0], x.shape[1], x.stride(0), x.stride(1), dtype, x.device.index)
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if cai is None:
+        raise ValueError(f"{name} must be a CuPy array or a torch CUDA tensor, got {type(x).__module__}."
+                         f"{type(x).__name__} (host memory is not accepted)")
+    shape = tuple(cai["shape"])
+    if len(shape) != 2:
+        raise ValueError(f"{name} must be 2-D, got shape {shape}")
+    dtype = _TYPESTR.get(cai["typestr"])
+    if dtype is None:
+        raise ValueError(f"{name} has dtype {cai['typestr']!r}; TSM2 supports float32 and float64")
+    item = ITEMSIZE[dtype]
+    strides = cai.get("strides") or (shape[1] * item, item)  # None means C-contiguous
+    if any(s % item for s in strides):
+        raise ValueError(f"{name} has byte strides {strides} that are not multiples of its itemsize {item}")
+    device = getattr(getattr(x, "device", None), "id", None)
+    lib = "cupy" if type(x).__module__.startswith("cupy") else "cai"
+    return Matrix(lib, int(cai["data"][0]), shape[0], shape[1], strides[0] // item, strides[1] // item, dtype, device)
+
+
+def _leading_dim(mat: Matrix, name: str) -> int:
+    """Leading dimension of a column-major matrix, or ValueError saying what is wrong."""
+    if mat.row_stride < 0 or mat.col_stride < 0:
+        raise ValueError(f"{name} has negative strides {(mat.row_stride, mat.col_stride)} (elements)")
+    if mat.rows > 1 and mat.row_stride != 1:
+        raise ValueError(
+            f"{name} ({mat.rows} x {mat.cols}) must be column-major (Fortran order: consecutive rows adjacent, "
+            f"row stride 1), got strides {(mat.row_stride, mat.col_stride)} (elements). Use a CuPy array with "
+            "order='F', or for torch the transpose of a contiguous tensor: At.T with At of shape "
+            f"({mat.cols}, {mat.rows})")
+    ld = mat.col_stride if mat.cols > 1 else max(mat.rows, 1)
+    if ld < mat.rows:
+        raise ValueError(f"{name} has leading dimension {ld} < its {mat.rows} rows: its columns overlap")
+    return ld
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A checked C = A @ B for one kernel kind, with what a launch needs."""
+
+    kind: str
+    dtype: str
+    m: int
+    k: int
+    n: int
+    a: Matrix
+    b: Matrix
+    c: Matrix | None  # None: to be allocated
+    lda: int
+    ldc: int
+
+    def vec_ok(self, mat: Matrix, ld: int, vec: int) -> bool:
+        """Whether V-wide vector accesses are aligned: pointer and every column start."""
+        width = vec * mat.itemsize
+        return mat.ptr % width == 0 and (ld % vec == 0 or mat.cols == 1)
+
+
+def plan(kind: str, A: Any, B: Any, out: Any = None) -> Problem:
+    """Check shapes, dtypes, layouts and devices of C = A @ B for TSM2R ('r') or TSM2L ('l')."""
+    if kind not in ("r", "l"):
+        raise ValueError(f"kind must be 'r' or 'l', got {kind!r}")
+    a, b = describe(A, "A"), describe(B, "B")
+    m, k = a.rows, a.cols
+    if b.rows != k:
+        raise ValueError(f"A is {m} x {k} but B is {b.rows} x {b.cols}: inner dimensions differ")
+    n = b.cols
+    if max(m, k) >= 2**31:
+        raise ValueError(f"A is {m} x {k}: the kernels index rows and columns with 32-bit integers")
+    padded(max(n, 1), "n")
+    if kind == "l":
+        padded(max(k, 1), "k")
+    if b.dtype != a.dtype:
+        raise ValueError(f"A is {_np_name(a.dtype)} but B is {_np_name(b.dtype)}: use one dtype")
+    if b.row_stride < 0 or b.col_stride < 0:
+        raise ValueError(f"B has negative strides {(b.row_stride, b.col_stride)} (elements)")
+    lda = _leading_dim(a, "A")
+    c, ldc = None, max(m, 1)
+    if out is not None:
+        c = describe(out, "out")
+        if (c.rows, c.cols) != (m, n):
+            raise ValueError(f"out is {c.rows} x {c.cols}, expected {m} x {n} (A is {m} x {k}, B is {k} x {n})")
+        if c.dtype != a.dtype:
+            raise ValueError(f"out is {_np_name(c.dtype)} but A and B are {_np_name(a.dtype)}")
+        ldc = _leading_dim(c, "out")
+        for other, oname in ((a, "A"), (b, "B")):
+            lo, hi = c.span()
+            olo, ohi = other.span()
+            if lo < ohi and olo < hi:
+                raise ValueError(f"out overlaps {oname} in memory; write C to separate storage")
+    devices = {x.device for x in (a, b, c) if x is not None and x.device is not None}
+    if len(devices) > 1:
+        raise ValueError(f"A, B and out are on different CUDA devices {sorted(devices)}")
+    return Problem(kind, a.dtype, m, k, n, a, b, c, lda, ldc)
+
+
+def _np_name(dtype: str) -> str:
+    return {"f32": "float32", "f64": "float64"}[dtype]
+
+
+def check_variant(prob: Problem, variant: str | Variant) -> Variant:
+    """The Variant named (or given), or ValueError if it cannot run this problem."""
+    if isinstance(variant, str):
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown variant {variant!r}; see TSM2R_VARIANTS / TSM2L_VARIANTS")
+        variant = VARIANTS[variant]
+    fits = candidates(prob.kind, prob.dtype, prob.k, prob.n)
+    if variant not in fits:
+        raise ValueError(f"variant {variant.name} cannot run a {_np_name(prob.dtype)} TSM2{prob.kind.upper()} problem "
+                         f"with k = {prob.k}, n = {prob.n}; candidates: {[v.name for v in fits]}")
+    return variant
+
+
+# ---- kernels and launches (GPU) ---------------------------------------------------------------
+
+
+def default_kernels_dir() -> Path:
+    return Path(os.environ.get("REPRO_KERNELS_DIR") or Path.cwd() / "results" / "build" / "kernels")
+
+
+_MODULES: dict[tuple[str, int], Any] = {}
+_STREAMS: dict[tuple[int, int], Any] = {}
+
+
+def kernel_function(variant: Variant, kernels_dir: Path | None = None):
+    """The CuPy kernel of a variant, loading tsm2<kind>.cubin once per device."""
+    path = cubin_path(Path(kernels_dir) if kernels_dir is not None else default_kernels_dir(), f"tsm2{variant.kind}")
+    import cupy
+
+    key = (str(path.resolve()), cupy.cuda.runtime.getDevice())
+    if key not in _MODULES:
+        _MODULES[key] = cupy.RawModule(path=str(path))
+    return _MODULES[key].get_function(variant.name)
+
+
+def launch_stream(torch_operands: bool, device: int):
+    """The CuPy stream to launch on: torch's current stream for torch operands, else CuPy's current."""
+    import cupy
+
+    if not torch_operands:
+        return cupy.cuda.get_current_stream()
+    import torch
+
+    handle = torch.cuda.current_stream(device).cuda_stream
+    if handle == 0:  # the legacy default stream, as CuPy's own default
+        return cupy.cuda.Stream.null
+    if (handle, device) not in _STREAMS:
+        _STREAMS[(handle, device)] = cupy.cuda.ExternalStream(handle, device)
+    return _STREAMS[(handle, device)]
+
+
+def empty_like_colmajor(A: Any, m: int, n: int):
+    """An uninitialised column-major m x n matrix of A's library, dtype and device."""
+    import torch
+
+    if isinstance(A, torch.Tensor):
+        return torch.empty((n, m), dtype=A.dtype, device=A.device).T
+    import cupy
+
+    a = describe(A, "A")
+    with cupy.cuda.Device(a.device if a.device is not None else cupy.cuda.runtime.getDevice()):
+        return cupy.empty((m, n), dtype=_np_name(a.dtype), order="F")
+
+
+def prepare(kind: str, A: Any, B: Any, out: Any = None, variant: str | Variant | None = None,
+            kernels_dir: Path | None = None) -> tuple[Callable[[], None], Any, Variant]:
+    """Check the operands once and return (launch, C, variant): launch() computes C = A @ B.
+
+    Benchmarks call launch() many times; tsm2r/tsm2l call it once.
+    """
+    import cupy
+    import numpy as np
+
+    prob = plan(kind, A, B, out)
+    device = prob.a.device if prob.a.device is not None else cupy.cuda.runtime.getDevice()
+    if variant is None:
+        variant = default_variant(kind, prob.dtype, prob.m, prob.k, prob.n,
+                                  cupy.cuda.Device(device).attributes["MultiProcessorCount"])
+    variant = check_variant(prob, variant)
+    if out is None:
+        out = empty_like_colmajor(A, prob.m, prob.n)
+        prob = replace(prob, c=describe(out, "out"))
+    if prob.m == 0 or prob.n == 0:
+        return (lambda: None), out, variant
+    with cupy.cuda.Device(device):
+        fn = kernel_function(variant, kernels_dir)
+    a, b, c = prob.a, prob.b, prob.c
+    args = (np.int32(prob.m), np.int32(prob.n), np.int32(prob.k),
+            np.uint64(a.ptr), np.int64(prob.lda), np.uint64(b.ptr), np.int64(b.row_stride), np.int64(b.col_stride),
+            np.uint64(c.ptr), np.int64(prob.ldc),
+            np.int32(prob.vec_ok(a, prob.lda, variant.vec)), np.int32(prob.vec_ok(c, prob.ldc, variant.vec)))
+    grid, block = variant.grid(prob.m), (variant.threads, 1, 1)
+
+    def launch() -> None:
+        with cupy.cuda.Device(device), launch_stream(a.lib == "torch", device):
+            fn(grid, block, args)
+
+    return launch, out, variant
+
+
+def tsm2r(A: Any, B: Any, out: Any = None, variant: str | Variant | None = None, kernels_dir: Path | None = None):
+    """C = A @ B with TSM2R (large A, n <= 16). Returns C (`out` if given). See the module doc."""
+    launch, out, _ = prepare("r", A, B, out, variant, kernels_dir)
+    launch()
+    return out
+
+
+def tsm2l(A: Any, B: Any, out: Any = None, variant: str | Variant | None = None, kernels_dir: Path | None = None):
+    """C = A @ B with TSM2L (tall-and-skinny A with k <= 16, n <= 16). Returns C. See the module doc."""
+    launch, out, _ = prepare("l", A, B, out, variant, kernels_dir)
+    launch()
+    return out

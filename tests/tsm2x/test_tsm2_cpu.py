@@ -1,0 +1,360 @@
+"""TSM2X without a GPU: variant lists vs the .cu sources, operand checks on fake device arrays,
+the tuner's choice and cache with a fake timer, metrics and figures from synthetic tables."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from repro.experiment import load_entry
+from repro.tsm2x import bench, figures, tsm2
+from repro.tsm2x.tuner import CUBLAS, Tuner
+
+from conftest import REPO
+
+KERNELS = REPO / "src" / "repro" / "tsm2x" / "kernels"
+
+
+# ---- variants -----------------------------------------------------------------------------------
+
+
+def _instantiated(stem: str, macro: str) -> list[tuple[str, ...]]:
+    text = (KERNELS / f"{stem}.cu").read_text()
+    return re.findall(rf"^{macro}\(([^)]*)\)\s*$", text, flags=re.M)
+
+
+def test_tsm2r_variants_match_cu_instantiations():
+    names = []
+    for args in _instantiated("tsm2r", "TSM2R_VARIANT"):
+        tn, ctype, n, tpb, v, s = [a.strip() for a in args.split(",")]
+        assert ctype == {"f32": "float", "f64": "double"}[tn]
+        names.append(f"tsm2r_{tn}_n{n}_t{tpb}_v{v}_s{s}")
+    assert len(names) == len(set(names)) == len(tsm2.TSM2R_VARIANTS) > 0
+    assert set(names) == {v.name for v in tsm2.TSM2R_VARIANTS}
+
+
+def test_tsm2l_variants_match_cu_instantiations():
+    names = []
+    for args in _instantiated("tsm2l", "TSM2L_VARIANT"):
+        tn, ctype, kp, n, tpb, v, g = [a.strip() for a in args.split(",")]
+        assert ctype == {"f32": "float", "f64": "double"}[tn]
+        names.append(f"tsm2l_{tn}_k{kp}_n{n}_t{tpb}_v{v}_g{g}")
+    assert len(names) == len(set(names)) == len(tsm2.TSM2L_VARIANTS) > 0
+    assert set(names) == {v.name for v in tsm2.TSM2L_VARIANTS}
+
+
+def test_every_vector_width_has_a_load_overload():
+    # the kernels only compile for (dtype, vec) pairs that tsm2_common.cuh has load_v overloads for
+    header = (KERNELS / "tsm2_common.cuh").read_text()
+    have = set(re.findall(r"void load_v\((float|double) \(&d\)\[(\d)\]", header))
+    used = {({"f32": "float", "f64": "double"}[v.dtype], str(v.vec)) for v in tsm2.VARIANTS.values()}
+    assert used <= have
+
+
+def test_candidates_pad_n_and_k_to_instantiated_sizes():
+    r = tsm2.candidates("r", "f32", k=1000, n=3)
+    assert r and all(v.n == 4 and v.dtype == "f32" and v.kind == "r" for v in r)
+    assert {v.split for v in r} == {1, 2, 4, 8}
+    lv = tsm2.candidates("l", "f64", k=7, n=1)
+    assert lv and all(v.k == 8 and v.n == 2 for v in lv)
+    assert tsm2.candidates("l", "f64", k=16, n=16) and all(v.groups == 1 for v in tsm2.candidates("l", "f64", 16, 16))
+    with pytest.raises(ValueError, match="n = 17 > 16"):
+        tsm2.candidates("r", "f32", k=5, n=17)
+    with pytest.raises(ValueError, match="k = 20 > 16"):
+        tsm2.candidates("l", "f32", k=20, n=2)
+
+
+def test_default_variant_splits_k_only_when_rows_are_too_few():
+    few = tsm2.default_variant("r", "f32", 10240, 10240, 16, sms=132)
+    assert few.split == 8 and few.vec == 4 and few.threads == 128
+    many = tsm2.default_variant("r", "f64", 1_000_000, 64, 4, sms=132)
+    assert many.split == 1 and many.vec == 2
+    mid = tsm2.default_variant("r", "f32", 40000, 1000, 2, sms=132)  # 79 blocks: 4 splits reach 264
+    assert mid.split == 4
+    assert tsm2.default_variant("l", "f32", 10**7, 3, 9).name == "tsm2l_f32_k4_n16_t128_v4_g1"
+
+
+def test_grid_covers_all_rows():
+    v = tsm2.VARIANTS["tsm2r_f64_n8_t64_v2_s4"]
+    assert v.grid(1) == (1, 4, 1)
+    assert v.grid(128) == (1, 4, 1) and v.grid(129) == (2, 4, 1)
+    lv = tsm2.VARIANTS["tsm2l_f32_k4_n4_t128_v4_g2"]
+    assert lv.rows_per_block == 1024 and lv.grid(10**7) == (math.ceil(10**7 / 1024), 1, 1)
+
+
+# ---- operand checks with fake device arrays --------------------------------------------------------
+
+
+class FakeDeviceArray:
+    """Just enough of a CuPy array: __cuda_array_interface__ and .device.id."""
+
+    def __init__(self, shape, strides_elems=None, dtype="<f4", ptr=1 << 30, device=0):
+        item = int(dtype[-1])
+        strides = None if strides_elems is None else tuple(s * item for s in strides_elems)
+        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": dtype, "data": (ptr, False),
+                                         "strides": strides, "version": 3}
+        self.device = SimpleNamespace(id=device)
+
+
+def colmajor(rows, cols, dtype="<f4", ptr=1 << 30, ld=None, device=0):
+    return FakeDeviceArray((rows, cols), (1, ld or rows), dtype, ptr, device)
+
+
+def test_plan_accepts_column_major_and_reports_leading_dims():
+    A = colmajor(1000, 300, ld=1004)
+    B = FakeDeviceArray((300, 5), None, ptr=1 << 34)  # row-major B is fine
+    C = colmajor(1000, 5, ptr=1 << 36)
+    prob = tsm2.plan("r", A, B, C)
+    assert (prob.m, prob.k, prob.n, prob.dtype, prob.lda, prob.ldc) == (1000, 300, 5, "f32", 1004, 1000)
+    assert (prob.b.row_stride, prob.b.col_stride) == (5, 1)
+    assert prob.vec_ok(prob.a, prob.lda, 4) and prob.vec_ok(prob.c, prob.ldc, 4)
+    assert not prob.vec_ok(prob.a, 1003, 4)  # a column start misaligned
+    assert tsm2.plan("r", A, B).c is None
+
+
+def test_plan_single_column_and_single_row_ignore_the_unused_stride():
+    A = FakeDeviceArray((777, 1), None)  # C-contiguous m x 1: also column-major
+    B = FakeDeviceArray((1, 3), None, ptr=1 << 34)
+    assert tsm2.plan("l", A, B).lda == 777
+    A1 = FakeDeviceArray((1, 50), None)  # 1 x k row-major: rows are trivially adjacent
+    assert tsm2.plan("r", A1, FakeDeviceArray((50, 2), None, ptr=1 << 34)).lda == 1
+
+
+def test_vector_alignment_needs_aligned_pointer():
+    A = colmajor(1024, 8, ptr=(1 << 30) + 8)
+    prob = tsm2.plan("l", A, FakeDeviceArray((8, 2), None, ptr=1 << 34))
+    assert prob.vec_ok(prob.a, prob.lda, 2) and not prob.vec_ok(prob.a, prob.lda, 4)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: (FakeDeviceArray((100, 20), None), FakeDeviceArray((20, 4), None, ptr=1 << 34)), "column-major"),
+    (lambda: (colmajor(100, 20), FakeDeviceArray((21, 4), None, ptr=1 << 34)), "inner dimensions differ"),
+    (lambda: (colmajor(100, 20), FakeDeviceArray((20, 4), None, "<f8", ptr=1 << 34)), "float32 but B is float64"),
+    (lambda: (colmajor(100, 20, "<f2"), FakeDeviceArray((20, 4), None, "<f2", ptr=1 << 34)), "dtype '<f2'"),
+    (lambda: (colmajor(100, 20), FakeDeviceArray((20, 17), None, ptr=1 << 34)), "n = 17 > 16"),
+    (lambda: (colmajor(100, 20, ld=50), FakeDeviceArray((20, 4), None, ptr=1 << 34)), "columns overlap"),
+    (lambda: (FakeDeviceArray((100,), None), FakeDeviceArray((100, 4), None, ptr=1 << 34)), "must be 2-D"),
+    (lambda: (colmajor(100, 20), FakeDeviceArray((20, 4), (-4, 1), ptr=1 << 34)), "negative strides"),
+    (lambda: (colmajor(100, 20, device=0), FakeDeviceArray((20, 4), None, ptr=1 << 34, device=1)),
+     "different CUDA devices"),
+    (lambda: (np.zeros((100, 20), order="F"), FakeDeviceArray((20, 4), None, ptr=1 << 34)),
+     "CuPy array or a torch CUDA tensor"),
+])
+def test_plan_rejects_bad_operands_with_a_clear_message(make, match):
+    A, B = make()
+    with pytest.raises(ValueError, match=match):
+        tsm2.plan("r", A, B)
+
+
+def test_plan_rejects_bad_out():
+    A, B = colmajor(100, 20), FakeDeviceArray((20, 4), None, ptr=1 << 34)
+    with pytest.raises(ValueError, match="expected 100 x 4"):
+        tsm2.plan("r", A, B, colmajor(100, 5, ptr=1 << 36))
+    with pytest.raises(ValueError, match="out overlaps A"):
+        tsm2.plan("r", A, B, colmajor(100, 4, ptr=(1 << 30) + 400))
+    with pytest.raises(ValueError, match="out must be|out \\(100 x 4\\) must be column-major"):
+        tsm2.plan("r", A, B, FakeDeviceArray((100, 4), None, ptr=1 << 36))
+    with pytest.raises(ValueError, match="out is float64"):
+        tsm2.plan("r", A, B, colmajor(100, 4, "<f8", ptr=1 << 36))
+
+
+def test_tsm2l_needs_small_k_but_tsm2r_does_not():
+    A, B = colmajor(1000, 17), FakeDeviceArray((17, 4), None, ptr=1 << 34)
+    with pytest.raises(ValueError, match="k = 17 > 16"):
+        tsm2.plan("l", A, B)
+    assert tsm2.plan("r", A, B).k == 17
+
+
+def test_check_variant_accepts_only_fitting_variants():
+    prob = tsm2.plan("r", colmajor(100, 10), FakeDeviceArray((10, 3), None, ptr=1 << 34))
+    assert tsm2.check_variant(prob, "tsm2r_f32_n4_t128_v4_s2") is tsm2.VARIANTS["tsm2r_f32_n4_t128_v4_s2"]
+    for wrong in ("tsm2r_f32_n16_t128_v4_s1", "tsm2r_f64_n4_t128_v2_s1", "tsm2l_f32_k16_n4_t128_v4_g1"):
+        with pytest.raises(ValueError, match="cannot run"):
+            tsm2.check_variant(prob, wrong)
+    with pytest.raises(ValueError, match="unknown variant"):
+        tsm2.check_variant(prob, "tsm2r_f32_n4_t999_v4_s1")
+
+
+def test_torch_host_tensor_is_rejected():
+    torch = pytest.importorskip("torch")
+    A = torch.zeros(20, 100).T
+    with pytest.raises(ValueError, match="CUDA memory"):
+        tsm2.plan("r", A, torch.zeros(20, 4))
+
+
+def test_missing_cubin_says_how_to_build(tmp_path):
+    with pytest.raises(FileNotFoundError, match="snakemake build_kernels"):
+        tsm2.kernel_function(tsm2.TSM2R_VARIANTS[0], tmp_path)
+
+
+def test_default_kernels_dir_follows_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("REPRO_KERNELS_DIR", str(tmp_path))
+    assert tsm2.default_kernels_dir() == tmp_path
+    monkeypatch.delenv("REPRO_KERNELS_DIR")
+    assert tsm2.default_kernels_dir() == Path.cwd() / "results" / "build" / "kernels"
+
+
+def test_modules_do_not_import_cupy_at_load():
+    code = ("import sys; import repro.tsm2x.bench, repro.tsm2x.tuner, repro.tsm2x.tsm2, repro.tsm2x.figures; "
+            "assert 'cupy' not in sys.modules, 'cupy imported at module load'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---- tuner with a fake timer ---------------------------------------------------------------------
+
+
+class FakeTimer:
+    def __init__(self, times: dict[str, float], default: float = 1e-3, fail: tuple[str, ...] = ()):
+        self.times, self.default, self.fail, self.calls = times, default, fail, []
+
+    def __call__(self, name: str) -> float:
+        self.calls.append(name)
+        if name in self.fail:
+            raise RuntimeError("cluster launch failed")
+        return self.times.get(name, self.default)
+
+
+def test_tuner_picks_fastest_variant_and_caches_it(tmp_path):
+    cache = tmp_path / "tuning.json"
+    timer = FakeTimer({"tsm2r_f32_n4_t128_v2_s4": 2e-4, "cublas_torch": 5e-4, "cublas_cupy": 4e-4})
+    choice = Tuner(cache, "H200").choose("r", "f32", 10240, 1280, 3, timer)
+    assert choice.choice == choice.best_variant == "tsm2r_f32_n4_t128_v2_s4"
+    assert choice.best_cublas == "cublas_cupy" and not choice.fallback
+    assert set(timer.calls) == {v.name for v in tsm2.candidates("r", "f32", 1280, 3)} | set(CUBLAS)
+    assert choice.times_us["cublas_torch"] == pytest.approx(500.0)
+    data = json.loads(cache.read_text())
+    assert data["gpus"]["H200"]["tsm2r/f32/m10240/k1280/n3"]["choice"] == "tsm2r_f32_n4_t128_v2_s4"
+
+    again = Tuner(cache, "H200").choose("r", "f32", 10240, 1280, 3, lambda name: pytest.fail("a cache hit re-timed"))
+    assert again == choice
+
+
+def test_tuner_falls_back_to_cublas_when_ours_is_not_faster(tmp_path):
+    timer = FakeTimer({"cublas_torch": 1e-4}, default=1e-4)  # a tie is not a win
+    choice = Tuner(tmp_path / "t.json", "H200").choose("l", "f64", 10_000, 2, 2, timer)
+    assert choice.fallback and choice.choice == "cublas_torch"
+    assert choice.best_variant in {v.name for v in tsm2.candidates("l", "f64", 2, 2)}
+
+
+def test_tuner_skips_failing_candidates_and_records_them(tmp_path):
+    bad = "tsm2r_f64_n16_t128_v2_s8"
+    timer = FakeTimer({bad: 1e-6, "tsm2r_f64_n16_t128_v1_s2": 3e-4}, fail=(bad,))
+    choice = Tuner(None, "H200").choose("r", "f64", 20480, 20480, 16, timer)
+    assert choice.choice == "tsm2r_f64_n16_t128_v1_s2"
+    assert list(choice.errors) == [bad] and "cluster launch failed" in choice.errors[bad]
+    everything = tuple(v.name for v in tsm2.candidates("r", "f64", 5, 5)) + CUBLAS
+    with pytest.raises(RuntimeError, match="no candidate ran"):
+        Tuner(None, "H200").choose("r", "f64", 100, 5, 5, FakeTimer({}, fail=everything))
+
+
+def test_tuner_cache_is_per_gpu(tmp_path):
+    cache = tmp_path / "tuning.json"
+    Tuner(cache, "H200").choose("r", "f32", 100, 10, 2, FakeTimer({}))
+    other = FakeTimer({})
+    Tuner(cache, "A100").choose("r", "f32", 100, 10, 2, other)
+    assert other.calls
+    assert set(json.loads(cache.read_text())["gpus"]) == {"H200", "A100"}
+    assert Tuner(cache, "H200").lookup("r", "f32", 100, 10, 2) is not None
+    assert Tuner(cache, "H200").lookup("r", "f32", 100, 10, 4) is None
+
+
+# ---- benchmark bookkeeping, configs, figures ---------------------------------------------------------
+
+
+def synthetic_points(kind: str) -> pd.DataFrame:
+    """A made-up points table with the bench's columns (for plotting and summary tests only)."""
+    rng = np.random.default_rng(0)
+    rows = []
+    shapes = [(10240, 1280), (10240, 10240), (30720, 30720)] if kind == "r" else [(10_000, 2), (10**7, 16)]
+    for dtype in ("float32", "float64"):
+        item = 4 if dtype == "float32" else 8
+        for m, k in shapes:
+            for n in (2, 4, 8, 16):
+                nbytes = (m * k + k * n + m * n) * item
+                t_cublas = nbytes / 2.5e3 * rng.uniform(0.8, 1.2) / 1e3  # us
+                t_ours = nbytes / 4.0e3 / 1e3
+                fallback = n == 2 and (m, k) == shapes[0]
+                t_disp = t_cublas if fallback else t_ours
+                rows.append(dict(kind=f"tsm2{kind}", dtype=dtype, m=m, k=k, n=n, bytes=nbytes, fallback=fallback,
+                                 failed_candidates=0, ok=True, speedup=t_cublas / t_disp,
+                                 speedup_kernel=t_cublas / t_ours, err_ours=1e-7,
+                                 gbps_ours=nbytes / t_ours / 1e3, gbps_cublas=nbytes / t_cublas / 1e3,
+                                 gbps_dispatch=nbytes / t_disp / 1e3,
+                                 bw_frac_ours=nbytes / t_ours / 1e3 / 4180,
+                                 bw_frac_cublas=nbytes / t_cublas / 1e3 / 4180,
+                                 bw_frac_dispatch=nbytes / t_disp / 1e3 / 4180))
+    return pd.DataFrame(rows)
+
+
+def test_summarize_r_metrics():
+    df = synthetic_points("r")
+    m = bench.summarize(df, "r")
+    f32 = df[df.dtype == "float32"]
+    assert m["geomean_speedup_fp32"] == pytest.approx(math.exp(np.log(f32.speedup).mean()))
+    assert m["min_speedup_fp64"] == pytest.approx(df[df.dtype == "float64"].speedup.min())
+    assert m["n_points"] == len(df) and m["n_fallback"] == 2 and m["n_incorrect"] == 0
+    assert m["mean_bw_gain_vs_cublas"] == pytest.approx((df.gbps_dispatch / df.gbps_cublas).mean() - 1)
+    large = df[df.bytes >= 256 * 2**20]
+    assert m["min_bw_frac_large"] == pytest.approx(large.bw_frac_dispatch.min()) and m["n_large"] == len(large)
+
+
+def test_summarize_l_metrics_and_no_large_points():
+    df = synthetic_points("l")
+    m = bench.summarize(df, "l")
+    assert m["geomean_speedup"] == pytest.approx(math.exp(np.log(df.speedup).mean()))
+    assert m["min_speedup"] == pytest.approx(df.speedup.min())
+    assert "geomean_speedup_fp32" in m and "geomean_speedup_fp64" in m
+    small = bench.summarize(df[df.m == 10_000].assign(ok=[True, False] * 4), "l")
+    assert "min_bw_frac_large" not in small and small["n_incorrect"] == 4
+
+
+def test_configs_validate_and_cover_the_paper_grid():
+    for name, cls, grid, n_paper in (("tsm2_r", bench.TSM2RParams, bench.grid_r, 160),
+                                     ("tsm2_l", bench.TSM2LParams, bench.grid_l, 128)):
+        cfg = OmegaConf.load(REPO / "config" / "experiment" / "tsm2x" / f"{name}.yaml")
+        assert cfg.name == name and cfg.paper == "tsm2x"
+        spec = load_entry(cfg.entry)
+        assert spec.needs_gpu and spec.params is cls
+        paper = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), cfg.params))
+        smoke = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), cfg.params, cfg.smoke))
+        assert len(grid(paper)) == n_paper and 0 < len(grid(smoke)) <= 16
+        assert {d for d, *_ in grid(paper)} == {"float32", "float64"}
+    r = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(bench.TSM2RParams),
+                                            OmegaConf.load(REPO / "config/experiment/tsm2x/tsm2_r.yaml").params))
+    assert {(m, k) for _, m, k, _ in bench.grid_r(r)} >= {(10240, 1280), (30720, 30720), (15360, 7680)}
+
+
+def test_read_ceilings(tmp_path):
+    rec = tmp_path / "record.json"
+    rec.write_text(json.dumps({"metrics": {"d2d_copy_GBps": 4180.0, "launch_us": 4.5}}))
+    assert bench.read_ceilings(rec) == {"copy_gbps": 4180.0, "launch_us": 4.5}
+    assert math.isnan(bench.read_ceilings(None)["copy_gbps"])
+
+
+@pytest.mark.parametrize("kind", ["r", "l"])
+def test_figures_render_from_points_csv(tmp_path, kind):
+    df = synthetic_points(kind)
+    df.to_csv(tmp_path / "points.csv", index=False)
+    fig = getattr(figures, f"tsm2_{kind}")(tmp_path)
+    assert len(fig.axes) == 4
+    top = fig.axes[0]
+    assert any(bar.get_hatch() == "///" for c in top.containers for bar in c)  # the fallbacks are marked
+    fig.savefig(tmp_path / "fig.png")
+    assert (tmp_path / "fig.png").stat().st_size > 10_000
+
+
+def test_figure_without_copy_ceiling_plots_gbps(tmp_path):
+    df = synthetic_points("l").assign(bw_frac_dispatch=np.nan, bw_frac_cublas=np.nan, bw_frac_ours=np.nan)
+    df.to_csv(tmp_path / "points.csv", index=False)
+    fig = figures.tsm2_l(tmp_path)
+    assert fig.axes[2].get_ylabel() == "GB/s"

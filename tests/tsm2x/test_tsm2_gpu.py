@@ -1,0 +1,224 @@
+"""TSM2X on a GPU: every kernel variant against an fp64 reference on odd shapes, outputs poisoned
+with NaN first, torch and CuPy operands, streams, the dispatcher and a tiny end-to-end benchmark.
+
+Kernels come from $REPRO_KERNELS_DIR (a `snakemake build_kernels` output) or are compiled here
+with nvcc into a temporary folder.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+cupy = pytest.importorskip("cupy")
+
+from repro.build_kernels import build  # noqa: E402
+from repro.experiment import Context  # noqa: E402
+from repro.tsm2x import bench, figures, tsm2  # noqa: E402
+from repro.tsm2x.tuner import CUBLAS, Tuner, cublas_call, dispatch, gpu_name  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+KERNELS = Path(tsm2.__file__).resolve().parent / "kernels"
+PREV = {2: 0, 4: 2, 8: 4, 16: 8}  # instantiated size -> the one below it
+
+
+@pytest.fixture(scope="session")
+def kernels_dir(tmp_path_factory) -> Path:
+    if os.environ.get("REPRO_KERNELS_DIR"):
+        return Path(os.environ["REPRO_KERNELS_DIR"])
+    out = tmp_path_factory.mktemp("kernels")
+    manifest = build(out, srcs=[KERNELS / "tsm2r.cu", KERNELS / "tsm2l.cu"])
+    if manifest["status"] != "built":
+        pytest.fail(f"cannot compile the kernels here ({manifest['reason']}); set REPRO_KERNELS_DIR")
+    return out
+
+
+def colmajor(rows: int, cols: int, dtype, ld: int | None = None, seed: int = 0):
+    """A random-normal column-major rows x cols tensor with leading dimension ld (>= rows)."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randn(cols, ld or rows, device="cuda", dtype=dtype, generator=gen).T[:rows]
+
+
+def poisoned(rows: int, cols: int, dtype):
+    return torch.full((cols, rows), math.nan, device="cuda", dtype=dtype).T
+
+
+def assert_product(C, A, B):
+    """Every element written (no NaN left) and within the tolerance of the fp64 product."""
+    ref = torch.mm(A.double(), B.double())
+    assert C.shape == ref.shape
+    assert torch.isfinite(C).all(), f"{(~torch.isfinite(C)).sum().item()} elements not written"
+    scale = max(ref.abs().max().item(), 1e-30)
+    err = (C.double() - ref).abs().max().item() / scale
+    tol = bench.tolerance(str(A.dtype).removeprefix("torch."), A.shape[1])
+    assert err <= tol, f"relative error {err:.3g} > {tol:.3g}"
+
+
+def _dtype(v: tsm2.Variant):
+    return torch.float32 if v.dtype == "f32" else torch.float64
+
+
+# m not a multiple of anything; (m, ld) with ld > m a multiple of 4 takes the vector path with a
+# partial last thread; 4096 is fully aligned. k = 1 and k not a multiple of any tile.
+R_SHAPES = [(1037, None, 1), (1037, None, 203), (2561, 2564, 333), (4096, None, 517)]
+
+
+@pytest.mark.parametrize("name", [v.name for v in tsm2.TSM2R_VARIANTS])
+def test_tsm2r_variant_matches_fp64_reference(name, kernels_dir):
+    v = tsm2.VARIANTS[name]
+    for m, ld, k in R_SHAPES:
+        for n in range(PREV[v.n] + 1, v.n + 1):
+            A, B = colmajor(m, k, _dtype(v), ld, seed=m + k), colmajor(k, n, _dtype(v), seed=n)
+            C = poisoned(m, n, _dtype(v))
+            assert tsm2.tsm2r(A, B, out=C, variant=name, kernels_dir=kernels_dir) is C
+            torch.cuda.synchronize()
+            assert_product(C, A, B)
+
+
+@pytest.mark.parametrize("name", [v.name for v in tsm2.TSM2L_VARIANTS])
+def test_tsm2l_variant_matches_fp64_reference(name, kernels_dir):
+    v = tsm2.VARIANTS[name]
+    for m, ld in ((1001, None), (4099, 4100), (65536, None)):
+        for k in sorted({PREV[v.k] + 1, v.k}):
+            for n in range(PREV[v.n] + 1, v.n + 1):
+                A, B = colmajor(m, k, _dtype(v), ld, seed=m + k), colmajor(k, n, _dtype(v), seed=n)
+                C = poisoned(m, n, _dtype(v))
+                tsm2.tsm2l(A, B, out=C, variant=name, kernels_dir=kernels_dir)
+                torch.cuda.synchronize()
+                assert_product(C, A, B)
+
+
+def test_split_k_is_deterministic(kernels_dir):
+    A, B = colmajor(3001, 4097, torch.float32), colmajor(4097, 16, torch.float32)
+    first = tsm2.tsm2r(A, B, variant="tsm2r_f32_n16_t128_v4_s8", kernels_dir=kernels_dir)
+    for _ in range(3):
+        again = tsm2.tsm2r(A, B, variant="tsm2r_f32_n16_t128_v4_s8", kernels_dir=kernels_dir)
+        assert torch.equal(first, again)
+
+
+def test_default_variant_allocation_and_layout(kernels_dir):
+    A, B = colmajor(5000, 100, torch.float64), torch.randn(100, 7, device="cuda", dtype=torch.float64)  # row-major B
+    C = tsm2.tsm2r(A, B, kernels_dir=kernels_dir)
+    assert isinstance(C, torch.Tensor) and C.stride() == (1, 5000)
+    assert_product(C, A, B)
+    L = tsm2.tsm2l(colmajor(70000, 3, torch.float32), colmajor(3, 11, torch.float32), kernels_dir=kernels_dir)
+    assert L.shape == (70000, 11) and L.stride() == (1, 70000)
+
+
+def test_k_zero_gives_zeros_and_empty_shapes_are_fine(kernels_dir):
+    A = torch.empty(0, 300, device="cuda").T  # 300 x 0
+    C = tsm2.tsm2r(A, torch.empty(0, 4, device="cuda"), out=poisoned(300, 4, torch.float32), kernels_dir=kernels_dir)
+    torch.cuda.synchronize()
+    assert (C == 0).all()
+    E = tsm2.tsm2l(colmajor(0, 3, torch.float32), colmajor(3, 2, torch.float32), kernels_dir=kernels_dir)
+    assert E.shape == (0, 2)
+
+
+def test_wrong_variant_and_host_memory_are_refused(kernels_dir):
+    A, B = colmajor(100, 10, torch.float32), colmajor(10, 3, torch.float32)
+    with pytest.raises(ValueError, match="cannot run"):
+        tsm2.tsm2r(A, B, variant="tsm2r_f32_n16_t128_v4_s1", kernels_dir=kernels_dir)
+    with pytest.raises(ValueError, match="cannot run"):
+        tsm2.tsm2r(A, B, variant="tsm2r_f64_n4_t128_v2_s1", kernels_dir=kernels_dir)
+    with pytest.raises(ValueError, match="column-major"):
+        tsm2.tsm2r(A.contiguous(), B, kernels_dir=kernels_dir)
+    with pytest.raises(ValueError, match="CUDA memory"):
+        tsm2.tsm2r(A, B.cpu(), kernels_dir=kernels_dir)
+
+
+def test_cupy_operands(kernels_dir):
+    rng = cupy.random.default_rng(1)
+    A = cupy.asfortranarray(rng.standard_normal((999, 77), dtype=cupy.float32))
+    B = rng.standard_normal((77, 6), dtype=cupy.float32)  # C-ordered B
+    C = tsm2.tsm2r(A, B, kernels_dir=kernels_dir)
+    assert isinstance(C, cupy.ndarray) and C.flags.f_contiguous
+    assert_product(torch.from_dlpack(C), torch.from_dlpack(A), torch.from_dlpack(B))
+    A2 = cupy.asfortranarray(rng.standard_normal((12345, 5)))
+    B2 = cupy.asfortranarray(rng.standard_normal((5, 9)))
+    out = cupy.full((12345, 9), cupy.nan, order="F")
+    assert tsm2.tsm2l(A2, B2, out=out, kernels_dir=kernels_dir) is out
+    assert_product(torch.from_dlpack(out), torch.from_dlpack(A2), torch.from_dlpack(B2))
+
+
+def test_kernels_run_on_torchs_current_stream(kernels_dir):
+    A_src, B = colmajor(20000, 300, torch.float32), colmajor(300, 8, torch.float32)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        A = torch.zeros_like(A_src)
+        torch.cuda._sleep(50_000_000)  # ~25 ms: a kernel on another stream would read zeros
+        A.copy_(A_src)
+        C = tsm2.tsm2r(A, B, kernels_dir=kernels_dir)
+        L = tsm2.tsm2l(A[:, :5], B[:5], kernels_dir=kernels_dir)
+    side.synchronize()
+    assert_product(C, A_src, B)
+    assert_product(L, A_src[:, :5], B[:5])
+
+
+@pytest.mark.parametrize("lib", ["torch", "cupy"])
+@pytest.mark.parametrize("route", CUBLAS)
+def test_cublas_routes_write_column_major_out(route, lib):
+    A, B = colmajor(3000, 40, torch.float64), colmajor(40, 5, torch.float64)
+    C = poisoned(3000, 5, torch.float64)
+    ops = (A, B, C) if lib == "torch" else tuple(cupy.from_dlpack(x) for x in (A, B, C))
+    cublas_call(route, *ops)()
+    torch.cuda.synchronize()
+    assert_product(C, A, B)
+
+
+def test_dispatch_tunes_caches_and_falls_back(tmp_path, kernels_dir):
+    A, B = colmajor(10240, 1280, torch.float32), colmajor(1280, 4, torch.float32)
+    tuner = Tuner(tmp_path / "tuning.json", gpu_name())
+    C, choice = dispatch("r", A, B, tuner=tuner, kernels_dir=kernels_dir, min_repeats=2, max_repeats=4, target_s=1e-3)
+    assert_product(C, A, B)
+    assert choice.best_variant and len(choice.times_us) == len(tsm2.candidates("r", "f32", 1280, 4)) + 2
+    assert not choice.errors, choice.errors  # every variant launches (cluster variants included)
+    assert Tuner(tmp_path / "tuning.json", gpu_name()).lookup("r", "f32", 10240, 1280, 4) == choice
+    # a cached cuBLAS verdict is honoured: the fallback computes the same product into out
+    forced = Tuner(None, gpu_name())
+    forced.choose("l", "f64", 3333, 3, 3, lambda name: 1e-6 if name == "cublas_cupy" else 1e-3)
+    A2, B2 = colmajor(3333, 3, torch.float64), colmajor(3, 3, torch.float64)
+    out = poisoned(3333, 3, torch.float64)
+    C2, choice2 = dispatch("l", A2, B2, out, tuner=forced, kernels_dir=kernels_dir)
+    torch.cuda.synchronize()
+    assert C2 is out and choice2.fallback and choice2.choice == "cublas_cupy"
+    assert_product(out, A2, B2)
+
+
+def _ctx(tmp_path: Path, kernels_dir: Path) -> Context:
+    ceilings = tmp_path / "ceilings.json"
+    ceilings.write_text(json.dumps({"metrics": {"d2d_copy_GBps": 4180.0, "launch_us": 5.0}}))
+    return Context(out_dir=tmp_path, scale="smoke", device="cuda",
+                   inputs={"kernels": kernels_dir, "ceilings": ceilings})
+
+
+TINY = dict(dtypes=["float32", "float64"], warmup=1, min_repeats=2, max_repeats=4, target_ms=0.5,
+            tune_min_repeats=1, tune_max_repeats=2, tune_target_ms=0.2, rotate_bytes=1 << 22)
+
+
+def test_bench_tsm2_r_end_to_end(tmp_path, kernels_dir):
+    res = bench.tsm2_r(bench.TSM2RParams(m=[1000], k_over_m=[0.37], n=[3], **TINY), _ctx(tmp_path, kernels_dir))
+    df = res.tables["points"]
+    assert len(df) == 2 and df["ok"].all(), df[["dtype", "err_ours", "err_torch", "err_cupy", "tol"]]
+    assert (df[["t_ours_us", "t_torch_us", "t_cupy_us"]] > 0).all().all()
+    assert {"geomean_speedup_fp32", "geomean_speedup_fp64", "min_speedup_fp32", "min_speedup_fp64",
+            "mean_bw_gain_vs_cublas", "n_points", "n_fallback"} <= set(res.metrics)
+    assert res.artifacts["tuning"].exists()
+    df.to_csv(tmp_path / "points.csv", index=False)
+    assert len(figures.tsm2_r(tmp_path).axes) == 4
+
+
+def test_bench_tsm2_l_end_to_end(tmp_path, kernels_dir):
+    res = bench.tsm2_l(bench.TSM2LParams(m=[50001], k=[5], n=[2], **TINY), _ctx(tmp_path, kernels_dir))
+    df = res.tables["points"]
+    assert len(df) == 2 and df["ok"].all(), df[["dtype", "err_ours", "err_torch", "err_cupy", "tol"]]
+    assert {"geomean_speedup", "geomean_speedup_fp32", "geomean_speedup_fp64", "min_speedup",
+            "n_points", "n_fallback"} <= set(res.metrics)
+    df.to_csv(tmp_path / "points.csv", index=False)
+    assert len(figures.tsm2_l(tmp_path).axes) == 4
