@@ -21,18 +21,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 mkdir -p "$out"
-site=/tmp/repro-site
-if [[ -d .whl ]] && ! python3 -c "import snakemake, hydra" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whl/*.whl
-  export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
-fi
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
-# the rules call `python`; some images only have python3
-if ! command -v python >/dev/null; then
-  mkdir -p /tmp/repro-bin && ln -sf "$(command -v python3)" /tmp/repro-bin/python
-  export PATH="/tmp/repro-bin:$PATH"
-fi
-export PYTHONUNBUFFERED=1
+source "$(dirname "$0")/gpu_env.sh"
 status=0
 python3 -m snakemake --cores "$(nproc)" --resources gpu=1 --keep-going --rerun-incomplete \
   --config scale=paper "cifar10_source=shards:$data" "$@" 2>&1 | tee "$out/snakemake.log" || status=$?
