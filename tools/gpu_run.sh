@@ -23,8 +23,8 @@ done
 mkdir -p "$out"
 source "$(dirname "$0")/gpu_env.sh"
 status=0
-python3 -m snakemake --cores "$(nproc)" --resources gpu=1 --keep-going --rerun-incomplete \
-  --config scale=paper "cifar10_source=shards:$data" "$@" 2>&1 | tee "$out/snakemake.log" || status=$?
+python3 -m snakemake "$@" --cores "$(nproc)" --resources gpu=1 --keep-going --rerun-incomplete \
+  --config scale=paper "cifar10_source=shards:$data" 2>&1 | tee "$out/snakemake.log" || status=$?
 tar -czf "$out/results.tar.gz" --exclude='results/mlflow*' --exclude='results/reference' --exclude='results/data' \
   --exclude='*.cubin' results
 exit "$status"
