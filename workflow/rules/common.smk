@@ -24,10 +24,10 @@ def record(experiment):
 def repro_run(experiment, **inputs):
     """Shell command running one experiment through the Hydra CLI; inputs name -> path pattern
     (e.g. ceilings="{input.ceilings}")."""
-    named = ",".join(f"{k}:{v}" for k, v in inputs.items())
+    named = "".join(f" '+inputs.{k}={v}'" for k, v in inputs.items())
     return (
-        f"python -m repro.run experiment={experiment} scale={SCALE} out=results/{experiment} "
-        f"'inputs={{{{{named}}}}}' > {{log}} 2>&1"
+        f"python -m repro.run experiment={experiment} scale={SCALE} out=results/{experiment}{named} "
+        "> {log} 2>&1"
     )
 
 
