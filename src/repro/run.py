@@ -123,9 +123,12 @@ def execute(cfg: DictConfig) -> Path:
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="run")
 def main(cfg: DictConfig) -> None:
+    from repro.data import DataError
+    from repro.train.checkpoint import CheckpointMismatch
+
     try:
         execute(cfg)
-    except (ConfigError, records.RecordError, FileNotFoundError) as exc:
+    except (ConfigError, records.RecordError, FileNotFoundError, DataError, CheckpointMismatch) as exc:
         print(f"repro.run: error: {exc}", file=sys.stderr)
         sys.exit(2)
     except NeedsGPU as exc:

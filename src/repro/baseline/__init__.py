@@ -1,0 +1,1 @@
+"""Baseline arm: dense CIFAR-10 training with the shared trainer (repro.train) and its benchmark."""

@@ -1,0 +1,92 @@
+"""Standard CIFAR augmentation (random 32x32 crop of the image zero-padded by 4, random horizontal
+flip) done on the training device as a few tensor ops over a whole batch.
+
+All randomness of an epoch (the shuffle, every crop offset and flip) is drawn up front on the CPU
+from a generator seeded by (seed, epoch): the data an epoch sees does not depend on the device,
+the execution mode (eager, compiled, CUDA graph) or on whether the run was resumed, and no RNG
+state is needed to resume mid-training.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+PAD = 4
+PLAN_FIELDS = ("index", "dy", "dx", "flip")
+
+
+def epoch_plan(n: int, batch_size: int, seed: int, epoch: int, augment: bool = True, pad: int = PAD) -> torch.Tensor:
+    """(steps, batch_size, 4) int64 on the CPU: image index, crop offsets dy, dx in [0, 2*pad], flip.
+
+    The last incomplete batch is dropped (every step has the same shape, which CUDA graphs and
+    torch.compile need).
+    """
+    steps = n // batch_size
+    if steps == 0:
+        raise ValueError(f"batch_size {batch_size} is larger than the {n} training images")
+    gen = torch.Generator().manual_seed(int(np.random.SeedSequence([seed, epoch]).generate_state(1)[0]))
+    index = torch.randperm(n, generator=gen)[: steps * batch_size].view(steps, batch_size)
+    if augment:
+        offsets = torch.randint(0, 2 * pad + 1, (2, steps, batch_size), generator=gen)
+        flip = torch.randint(0, 2, (steps, batch_size), generator=gen)
+    else:
+        offsets = torch.full((2, steps, batch_size), pad)
+        flip = torch.zeros(steps, batch_size, dtype=torch.int64)
+    return torch.stack([index, offsets[0], offsets[1], flip], dim=-1)
+
+
+def channel_stats(images: np.ndarray, chunk: int = 4096) -> tuple[list[float], list[float]]:
+    """Per-channel mean and std of uint8 NHWC images, in [0, 1] units (float64 accumulation)."""
+    total = np.zeros(3)
+    total_sq = np.zeros(3)
+    for start in range(0, len(images), chunk):
+        block = images[start:start + chunk].reshape(-1, 3).astype(np.float64) / 255.0
+        total += block.sum(0)
+        total_sq += (block ** 2).sum(0)
+    count = len(images) * images.shape[1] * images.shape[2]
+    mean = total / count
+    return mean.tolist(), np.sqrt(total_sq / count - mean ** 2).tolist()
+
+
+class DeviceAugment:
+    """Turns uint8 NHWC images into normalised float NCHW batches on ``device``."""
+
+    def __init__(self, mean, std, height: int, width: int, device, channels_last: bool = True, pad: int = PAD):
+        self.device = torch.device(device)
+        # x * scale + shift == (x / 255 - mean) / std, as one fused multiply-add
+        self.scale = (1.0 / (255.0 * torch.tensor(std, device=self.device))).view(1, 3, 1, 1)
+        self.shift = (-torch.tensor(mean, device=self.device) / torch.tensor(std, device=self.device)).view(1, 3, 1, 1)
+        self.height, self.width = height, width
+        self.channels_last = channels_last
+        self.pad = pad
+        self._grids: dict = {}  # (device, batch size) -> index tensors, made once
+
+    def normalize(self, images: torch.Tensor) -> torch.Tensor:
+        """uint8 (B, H, W, C) -> float (B, C, H, W). The NHWC data viewed as NCHW is already
+        channels-last in memory, so channels-last costs nothing here."""
+        x = torch.addcmul(self.shift, images.to(self.device, non_blocking=True).permute(0, 3, 1, 2).float(), self.scale)
+        return x if self.channels_last else x.contiguous()
+
+    def crop_flip(self, images: torch.Tensor, plan_step: torch.Tensor) -> torch.Tensor:
+        """Gather batch ``plan_step`` (B, 4) from ``images`` (N, H, W, C) with its crops and flips:
+        one pad and one gather over the batch instead of per-image Python work."""
+        index, dy, dx, flip = plan_step.to(images.device, non_blocking=True).unbind(-1)
+        samples, rows, cols, cols_flipped = self._grid(images.device, len(index))
+        p = self.pad
+        padded = F.pad(images[index], (0, 0, p, p, p, p))  # zeros, like torchvision's RandomCrop(32, padding=4)
+        rows = (dy[:, None] + rows)[:, :, None]
+        cols = (dx[:, None] + torch.where(flip[:, None].bool(), cols_flipped, cols))[:, None, :]
+        return padded[samples, rows, cols]
+
+    def _grid(self, device: torch.device, batch: int):
+        key = (device, batch)
+        if key not in self._grids:
+            cols = torch.arange(self.width, device=device)
+            self._grids[key] = (torch.arange(batch, device=device)[:, None, None],
+                                torch.arange(self.height, device=device), cols, cols.flip(0))
+        return self._grids[key]
+
+    def __call__(self, images: torch.Tensor, plan_step: torch.Tensor) -> torch.Tensor:
+        return self.normalize(self.crop_flip(images, plan_step))

@@ -1,0 +1,154 @@
+"""CIFAR-10 preparation: real shards (if present), and every failure a user can hit, with
+hand-made miniature inputs."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import pickle
+import shutil
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from repro.data import cifar10
+from repro.data.arrays import DataError, read_split
+from repro.data.cifar10 import CLASSES, main, parse_source, prepare_cifar10
+
+SHARDS = Path(os.environ.get("REPRO_CIFAR10_SHARDS", Path(__file__).resolve().parents[3] / "shared/data/cifar10-jpeg"))
+
+
+def _jpeg(colour) -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (32, 32), tuple(colour)).save(buf, format="JPEG")
+    return buf.getvalue()
+
+
+def _write_shard(path: Path, split: str, per_class: int) -> None:
+    with tarfile.open(path, "w:xz") as tar:
+        for label, name in enumerate(CLASSES):
+            for i in range(per_class):
+                data = _jpeg((20 * label, 100, 200))
+                info = tarfile.TarInfo(f"{split}/{name}/{i:04d}.jpg")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+
+
+@pytest.fixture
+def mini_shards(tmp_path) -> Path:
+    """train-0..4 and test shards of 2 images per class, with SHA256SUMS."""
+    d = tmp_path / "shards"
+    d.mkdir()
+    names = [f"train-{i}.tar.xz" for i in range(5)] + ["test.tar.xz"]
+    for name in names:
+        _write_shard(d / name, "test" if name.startswith("test") else "train", 2)
+    sums = "".join(f"{hashlib.sha256((d / n).read_bytes()).hexdigest()}  {n}\n" for n in names)
+    (d / "SHA256SUMS").write_text(sums)
+    return d
+
+
+def test_mini_shards_subset_and_manifest(mini_shards, tmp_path):
+    out = tmp_path / "prepared"
+    manifest = prepare_cifar10(f"shards:{mini_shards}", out, train_shards=2)
+    train, test = read_split(out / "train.npz"), read_split(out / "test.npz")
+    assert len(train) == 40 and len(test) == 20
+    assert train.images.shape == (40, 32, 32, 3) and train.images.dtype == np.uint8
+    assert train.labels.dtype == np.int64 and np.bincount(train.labels).tolist() == [4] * 10
+    assert train.classes == CLASSES
+    on_disk = json.loads((out / "manifest.json").read_text())
+    assert on_disk == manifest
+    assert manifest["train_shards"] == 2 and manifest["shards"]["train"] == ["train-0.tar.xz", "train-1.tar.xz"]
+    assert manifest["splits"]["train"]["n_images"] == 40
+    assert set(manifest["inputs_sha256"]) == {"train-0.tar.xz", "train-1.tar.xz", "test.tar.xz"}
+
+
+def test_bad_shard_checksum_names_file(mini_shards, tmp_path):
+    with open(mini_shards / "train-0.tar.xz", "ab") as fh:
+        fh.write(b"x")
+    with pytest.raises(DataError, match=r"checksum mismatch for .*train-0\.tar\.xz.*copy it again"):
+        prepare_cifar10(f"shards:{mini_shards}", tmp_path / "out", train_shards=1)
+    assert not (tmp_path / "out" / "train.npz").exists()
+
+
+def test_missing_shard_and_missing_sums(mini_shards, tmp_path):
+    (mini_shards / "test.tar.xz").unlink()
+    with pytest.raises(DataError, match=r"test\.tar\.xz is missing"):
+        prepare_cifar10(f"shards:{mini_shards}", tmp_path / "out", train_shards=1)
+    (mini_shards / "SHA256SUMS").unlink()
+    with pytest.raises(DataError, match="SHA256SUMS is missing"):
+        prepare_cifar10(f"shards:{mini_shards}", tmp_path / "out")
+    with pytest.raises(DataError, match="SHA256SUMS is missing"):
+        prepare_cifar10(f"shards:{tmp_path / 'nowhere'}", tmp_path / "out")
+
+
+def test_bad_source_spec_and_shard_count(tmp_path, mini_shards):
+    with pytest.raises(DataError, match="shards:DIR"):
+        parse_source("/some/dir")
+    with pytest.raises(DataError, match="train_shards must be 1..5"):
+        prepare_cifar10(f"shards:{mini_shards}", tmp_path / "out", train_shards=6)
+
+
+def test_official_dir_checks_md5(tmp_path):
+    d = tmp_path / "cifar-10-batches-py"
+    d.mkdir()
+    batch = {b"data": np.zeros((3, 3072), np.uint8), b"labels": [0, 1, 2]}
+    for name in ("data_batch_1", "test_batch"):
+        (d / name).write_bytes(pickle.dumps(batch))
+    with pytest.raises(DataError, match=r"data_batch_1 has MD5 .* not the official release"):
+        prepare_cifar10(f"official:{tmp_path}", tmp_path / "out", train_shards=1)
+    fake_tgz = tmp_path / "cifar-10-python.tar.gz"
+    fake_tgz.write_bytes(b"not a tarball")
+    with pytest.raises(DataError, match="not the complete official"):
+        prepare_cifar10(f"official:{fake_tgz}", tmp_path / "out")
+
+
+def test_official_unpickle_layout():
+    # Official rows are channel-major (1024 R, 1024 G, 1024 B); we store NHWC.
+    row = np.concatenate([np.full(1024, 10), np.full(1024, 20), np.full(1024, 30)]).astype(np.uint8)
+    images, labels = cifar10._unpickle(pickle.dumps({b"data": row[None], b"labels": [7]}), "x")
+    assert images.shape == (1, 32, 32, 3) and images[0, 5, 6].tolist() == [10, 20, 30]
+    assert labels.tolist() == [7]
+
+
+def test_image_folder_source(tmp_path):
+    for split in ("train", "test"):
+        for c in ("cat", "dog"):
+            (tmp_path / "imgs" / split / c).mkdir(parents=True)
+            for i in range(3):
+                Image.new("RGB", (32, 32), (i, 0, 0)).save(tmp_path / "imgs" / split / c / f"{i}.png")
+    manifest = prepare_cifar10(f"dir:{tmp_path / 'imgs'}", tmp_path / "out")
+    train = read_split(tmp_path / "out" / "train.npz")
+    assert train.classes == ("cat", "dog") and train.labels.tolist() == [0, 0, 0, 1, 1, 1]
+    assert manifest["splits"]["test"]["n_images"] == 6
+    with pytest.raises(DataError, match="train_shards applies to shards: and official:"):
+        prepare_cifar10(f"dir:{tmp_path / 'imgs'}", tmp_path / "out", train_shards=1)
+    shutil.rmtree(tmp_path / "imgs" / "test")
+    with pytest.raises(DataError, match=r"imgs/test is missing"):
+        prepare_cifar10(f"dir:{tmp_path / 'imgs'}", tmp_path / "out")
+
+
+def test_cli_exit_codes(tmp_path, mini_shards, capsys):
+    assert main(["--source", f"shards:{mini_shards}", "--out", str(tmp_path / "o"), "--train-shards", "1"]) == 0
+    assert "prepared 20 train and 20 test images" in capsys.readouterr().out
+    assert main(["--source", f"shards:{tmp_path}", "--out", str(tmp_path / "o2")]) == 2
+    assert "SHA256SUMS is missing" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    assert "official:download" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not (SHARDS / "SHA256SUMS").is_file(),
+                    reason=f"CIFAR-10 JPEG shards not found at {SHARDS} (set REPRO_CIFAR10_SHARDS)")
+def test_real_shards_one_train_shard(tmp_path):
+    manifest = prepare_cifar10(f"shards:{SHARDS}", tmp_path, train_shards=1)
+    train, test = read_split(tmp_path / "train.npz"), read_split(tmp_path / "test.npz")
+    assert (len(train), len(test)) == (10_000, 10_000)
+    assert np.bincount(train.labels).tolist() == [1000] * 10 and np.bincount(test.labels).tolist() == [1000] * 10
+    assert manifest["splits"]["train"]["sha256"] == (tmp_path / "train.npz.sha256").read_text().split()[0]
+    assert 100 < train.images.mean() < 140  # real photographs, not blank decodes
