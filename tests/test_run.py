@@ -102,10 +102,12 @@ def test_cli_help_lists_experiments():
 
 
 def test_cli_named_inputs_as_the_rules_pass_them(tmp_path):
-    """The Snakemake rules pass inputs as '+inputs.<name>=<path>' (see workflow/rules/common.smk)."""
+    """The Snakemake rules pass inputs as 'inputs.<name>=<path>' (see workflow/rules/common.smk)."""
     first = tmp_path / "first"
     assert _cli("experiment=ceilings/ceilings", "scale=smoke", f"out={first}").returncode == 0
     proc = _cli("experiment=ceilings/ceilings", "scale=smoke", f"out={tmp_path / 'second'}",
-                f"+inputs.ceilings={first / 'record.json'}")
+                f"inputs.ceilings={first / 'record.json'}")
     assert proc.returncode == 0, proc.stderr
     assert records.read(tmp_path / "second")["inputs"] == {"ceilings": str(first / "record.json")}
+    bad = _cli("experiment=ceilings/ceilings", "scale=smoke", f"out={tmp_path / 'third'}", "inputs.ceiling=x")
+    assert bad.returncode != 0 and "ceiling" in bad.stderr

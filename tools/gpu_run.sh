@@ -6,7 +6,7 @@
 #
 # Expects: the wheelhouse in .whl/ (`make wheelhouse`), the CIFAR-10 shards in --data (default
 # .device-data/cifar10-jpeg), REPRO_GIT_COMMIT/REPRO_GIT_DIRTY when the tree has no .git.
-# Writes DIR/results.tar.gz (records, tables, figures, claims, logs; not the MLflow store) and
+# Writes DIR/results.tar.gz (records, tables, figures, claims, logs; no models or MLflow store) and
 # DIR/snakemake.log.
 set -euo pipefail
 out="${OUT:-/tmp/repro-out}"
@@ -25,6 +25,8 @@ source "$(dirname "$0")/gpu_env.sh"
 status=0
 python3 -m snakemake "$@" --cores "$(nproc)" --resources gpu=1 --keep-going --rerun-incomplete \
   --config scale=paper "cifar10_source=shards:$data" 2>&1 | tee "$out/snakemake.log" || status=$?
-tar -czf "$out/results.tar.gz" --exclude='results/mlflow*' --exclude='results/reference' --exclude='results/data' \
-  --exclude='*.cubin' results
+# records, tables, figures, reports, logs and build reports only (no models, checkpoints, arrays)
+find results -path results/reference -prune -o -type f \( -name '*.json' -o -name '*.csv' -o -name '*.png' \
+  -o -name '*.pdf' -o -name '*.log' -o -name '*.html' -o -name '*.md' -o -name '*.yaml' \) -print \
+  | tar -czf "$out/results.tar.gz" -T -
 exit "$status"

@@ -32,7 +32,8 @@ CONSTRAINTS=containers/constraints.txt
 LOCK=tools/wheelhouse.txt
 LOCK_MLFLOW=tools/wheelhouse-mlflow.txt
 ROOTS=(snakemake hydra-core omegaconf)
-# The GPU machine's Python: 3.12 on Ubuntu 24.04 (glibc 2.39), so manylinux up to 2_34 is fine.
+# The GPU machine's Python is 3.12.3, Ubuntu 24.04's (glibc 2.39; glibc not read there): wheels
+# for manylinux up to 2_34 (cryptography's) are assumed to load.
 TARGET=(--python-version 3.12 --implementation cp
         --platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64
         --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64

@@ -66,7 +66,7 @@ def execute(cfg: DictConfig) -> Path:
     spec = load_entry(exp_cfg.entry)
     params = experiment_params(spec, exp_cfg, scale)
     out_dir = Path(cfg.out)
-    inputs = {k: Path(v) for k, v in (cfg.inputs or {}).items()}
+    inputs = {k: Path(v) for k, v in (cfg.inputs or {}).items() if v is not None}
     for name, path in inputs.items():
         if not path.exists():
             raise ConfigError(f"inputs.{name}: {path} does not exist (run the step that makes it first)")

@@ -5,7 +5,8 @@
 rule baseline:
     input:
         cfg=experiment_config("baseline/{exp}"),
-        code=sorted(Path("src/repro/baseline").glob("*.py")) + sorted(Path("src/repro/train").glob("*.py")),
+        code=sorted(Path("src/repro/baseline").glob("*.py")),
+        trainer=sorted(Path("src/repro/train").glob("*.py")),
         train=rules.cifar10.output.train,
         test=rules.cifar10.output.test,
     output:

@@ -12,6 +12,6 @@ rule build_kernels:
     params:
         arch="sm_90",
     container:
-        CPU_IMAGE
+        GPU_IMAGE  # nvcc lives in the GPU image
     shell:
         "python -m repro.build_kernels --out results/build/kernels --arch {params.arch} > {log} 2>&1"

@@ -2,7 +2,7 @@
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(workflow.basedir) / "src"))  # repro's light modules, without install
+sys.path.insert(0, f"{workflow.basedir}/src")  # repro's light modules, without install
 from repro.scale import resolve_scale
 
 SCALE = resolve_scale(config["scale"])
@@ -23,8 +23,8 @@ def record(experiment):
 
 def repro_run(experiment, **inputs):
     """Shell command running one experiment through the Hydra CLI; inputs name -> path pattern
-    (e.g. ceilings="{input.ceilings}")."""
-    named = "".join(f" '+inputs.{k}={v}'" for k, v in inputs.items())
+    (e.g. ceilings="{input.ceilings}"; names as in config/run.yaml's `inputs`)."""
+    named = "".join(f" inputs.{k}={v}" for k, v in inputs.items())
     return (
         f"python -m repro.run experiment={experiment} scale={SCALE} out=results/{experiment}{named} "
         "> {log} 2>&1"
