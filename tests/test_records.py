@@ -48,7 +48,7 @@ def test_atomic_write_keeps_old_file_on_failure(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise OSError("disk full")
 
-    monkeypatch.setattr(records.os, "replace", boom)
+    monkeypatch.setattr("repro.atomic.os.replace", boom)
     with pytest.raises(OSError):
         records.atomic_write_text(path, json.dumps({"a": 2}))
     assert json.loads(path.read_text()) == {"a": 1}

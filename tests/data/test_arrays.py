@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from repro.data.arrays import DataError, Split, read_split, write_split
-from repro.data.atomic import atomic_write
+from repro.atomic import atomic_write
 from repro.data.synthetic import synthetic_split
 
 

@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 
 from repro.data.arrays import DataError, read_split
-from repro.data.atomic import atomic_write
+from repro.atomic import atomic_write
 from repro.experiment import Context, Result, experiment
 from repro.models import build_model, count_params
 from repro.baseline.reference_loop import reference_epochs

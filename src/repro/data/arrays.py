@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from repro.data.atomic import atomic_write, sha256_file
+from repro.atomic import atomic_write, sha256_file
 
 PREPARE_HINT = (
     "prepare it with: python -m repro.data.cifar10 --source shards:/work/shared/data/cifar10-jpeg "

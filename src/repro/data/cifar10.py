@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from repro.data.arrays import DataError, Split, read_split, write_split
-from repro.data.atomic import atomic_write, sha256_file
+from repro.atomic import atomic_write, sha256_file
 
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 N_TRAIN_SHARDS = 5

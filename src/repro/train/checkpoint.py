@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from repro.data.atomic import atomic_write
+from repro.atomic import atomic_write
 
 VERSION = 1
 
