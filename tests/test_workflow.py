@@ -73,7 +73,7 @@ def smoke_run(tmp_path_factory, request):
     if not (shards / "SHA256SUMS").exists():
         pytest.skip("CIFAR-10 shards not beside the checkout")
     work = tmp_path_factory.mktemp("smoke")
-    for name in ("Snakefile", "config", "workflow", "src"):
+    for name in ("Snakefile", "config", "workflow", "profiles", "src"):
         src = REPO / name
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / name)
     ref = REPO / "results" / "reference"
@@ -112,7 +112,7 @@ def test_one_figure_by_name_reruns_only_its_chain(smoke_run):
     work, proc, shards = smoke_run
     assert proc.returncode == 0
     (work / "results" / "figures" / "ceilings.png").unlink()
-    again = _snakemake("--cores", "2", "--config", "scale=smoke", f"cifar10_source=shards:{shards}",
-                       "results/figures/ceilings.png", cwd=work)
+    again = _snakemake("results/figures/ceilings.png", "--cores", "2", "--config", "scale=smoke",
+                       f"cifar10_source=shards:{shards}", cwd=work)
     assert (work / "results" / "figures" / "ceilings.png").exists()
     assert "baseline" not in again.stderr.split("Job stats:")[-1].split("Select jobs")[0]
