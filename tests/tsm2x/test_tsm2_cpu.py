@@ -257,6 +257,39 @@ def test_tuner_skips_failing_candidates_and_records_them(tmp_path):
         Tuner(None, "H200").choose("r", "f64", 100, 5, 5, FakeTimer({}, fail=everything))
 
 
+def test_tuner_never_chooses_a_wrong_candidate(tmp_path, caplog):
+    # the fastest variant computes a wrong C (as the split-K kernels once did on partial last blocks):
+    # it must be recorded with its error, logged, not timed and not chosen
+    wrong, nan, good = "tsm2r_f32_n4_t128_v4_s2", "tsm2r_f32_n4_t128_v4_s8", "tsm2r_f32_n4_t128_v4_s1"
+    timer = FakeTimer({wrong: 1e-6, nan: 1e-6, good: 2e-4, "cublas_torch": 5e-4, "cublas_cupy": 5e-4})
+    errs = {wrong: 0.5, nan: math.nan}
+    checked = []
+
+    def check(name: str) -> float:
+        checked.append(name)
+        return errs.get(name, 1e-7)
+
+    cache = tmp_path / "t.json"
+    with caplog.at_level("WARNING", logger="repro"):
+        choice = Tuner(cache, "H200").choose("r", "f32", 1000, 370, 3, timer, check=check)
+    assert choice.choice == choice.best_variant == good
+    assert set(choice.errors) == {wrong, nan}
+    assert "0.5" in choice.errors[wrong] and "WrongResult" in choice.errors[wrong] and "nan" in choice.errors[nan]
+    assert wrong not in choice.times_us and wrong not in timer.calls and nan not in timer.calls
+    assert set(checked) == {v.name for v in tsm2.candidates("r", "f32", 370, 3)}  # cuBLAS is the reference
+    assert any(wrong in r.getMessage() for r in caplog.records)
+    assert Tuner(cache, "H200").lookup("r", "f32", 1000, 370, 3).choice == good
+    # all of ours wrong: cuBLAS runs
+    everything_wrong = Tuner(None, "H200").choose("r", "f32", 1000, 370, 3, FakeTimer({}), check=lambda name: 1.0)
+    assert everything_wrong.fallback and everything_wrong.best_variant is None
+    # the tolerance is bench's (x2 against a cuBLAS reference), per dtype and k
+    from repro.tsm2x.tuner import check_tolerance
+    assert check_tolerance("f32", 370) == pytest.approx(2 * bench.tolerance("float32", 370))
+    edge = Tuner(None, "H200").choose("r", "f32", 1000, 370, 3, FakeTimer({wrong: 1e-6}),
+                                      check=lambda name: 1.5 * bench.tolerance("float32", 370))
+    assert edge.choice == wrong and not edge.errors
+
+
 def test_tuner_cache_is_per_gpu(tmp_path):
     cache = tmp_path / "tuning.json"
     Tuner(cache, "H200").choose("r", "f32", 100, 10, 2, FakeTimer({}))

@@ -76,9 +76,7 @@ def grid_l(p: TSM2LParams) -> list[tuple[str, int, int, int]]:
     return [(dt, m, k, n) for dt in p.dtypes for m in p.m for k in p.k for n in p.n]
 
 
-def tolerance(dtype: str, k: int) -> float:
-    unit = {"float32": 2.0**-24, "float64": 2.0**-53}[dtype]
-    return 16 * unit * math.sqrt(max(k, 1))
+tolerance = tsm2.tolerance  # (dtype, k) -> accepted relative max error; shared with the tuner's check
 
 
 def read_ceilings(path: Path | None) -> dict[str, float]:
@@ -93,7 +91,7 @@ def measure_point(kind: str, dtype: str, m: int, k: int, n: int, p: BenchParams,
     """Tune, time side by side and check one shape; returns one row of the points table."""
     import torch
 
-    from repro.tsm2x.tuner import make_call, median_time
+    from repro.tsm2x.tuner import make_call, median_time, output_checker
 
     tdt = getattr(torch, dtype)
     item = torch.finfo(tdt).bits // 8
@@ -110,7 +108,9 @@ def measure_point(kind: str, dtype: str, m: int, k: int, n: int, p: BenchParams,
 
     tune = dict(warmup=p.warmup, min_repeats=p.tune_min_repeats, max_repeats=p.tune_max_repeats,
                 target_s=p.tune_target_ms / 1e3)
-    choice = tuner.choose(kind, tsm2.DTYPES[dtype], m, k, n, lambda name: median_time(calls(name), **tune))
+    cached = tuner.lookup(kind, tsm2.DTYPES[dtype], m, k, n)
+    check = None if cached else output_checker(kind, As[0], Bs[0], Cs[0], kernels_dir)  # wrong variants never win
+    choice = tuner.choose(kind, tsm2.DTYPES[dtype], m, k, n, lambda name: median_time(calls(name), **tune), check=check)
     final = dict(warmup=p.warmup, min_repeats=p.min_repeats, max_repeats=p.max_repeats, target_s=p.target_ms / 1e3)
     paths = {"cublas_torch": "cublas_torch", "cublas_cupy": "cublas_cupy"}
     if choice.best_variant is not None:

@@ -10,7 +10,13 @@ Timing (time_queued): CUDA events around each call, calls queued behind a short 
 time; warm-up first, then the median of repeats chosen to fill a target time. Calls can rotate
 over several input copies so each one reads from HBM rather than from the 60 MB L2.
 
-The choice logic (Tuner.choose) takes the timer as an argument: tests drive it with a fake one.
+Before a variant of ours is timed, its output is checked once against cuBLAS on the same operands
+(output_checker): a variant whose relative max error exceeds the tolerance (twice bench's fp64
+tolerance, since the cuBLAS reference carries its own rounding error) is recorded in Choice.errors
+with its error, logged, and never chosen, exactly like a variant that fails to launch.
+
+The choice logic (Tuner.choose) takes the timer and the checker as arguments: tests drive it with
+fakes.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from repro.records import atomic_write_text
 from repro.tsm2x import tsm2
 
 CUBLAS = ("cublas_torch", "cublas_cupy")
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: choices are verified against cuBLAS (older caches may hold wrong kernels)
 log = logging.getLogger("repro")
 
 
@@ -44,7 +50,7 @@ class Choice:
     best_variant: str | None  # our fastest variant (None if all failed)
     best_cublas: str
     times_us: dict[str, float]
-    errors: dict[str, str] = field(default_factory=dict)  # candidates that failed to run
+    errors: dict[str, str] = field(default_factory=dict)  # candidates that failed to run or gave wrong results
 
     @property
     def fallback(self) -> bool:
@@ -67,19 +73,34 @@ class Tuner:
         entry = self._cache.get(self.gpu_name, {}).get(shape_key(kind, dtype, m, k, n))
         return Choice(**entry) if entry is not None else None
 
-    def choose(self, kind: str, dtype: str, m: int, k: int, n: int, timer: Callable[[str], float]) -> Choice:
-        """The cached choice, or time every candidate with timer(name) -> seconds and cache it."""
+    def choose(self, kind: str, dtype: str, m: int, k: int, n: int, timer: Callable[[str], float],
+               check: Callable[[str], float] | None = None, tol: float | None = None) -> Choice:
+        """The cached choice, or time every candidate with timer(name) -> seconds and cache it.
+
+        check(name) -> relative max error of our variant `name` against cuBLAS on the same
+        operands (see output_checker); a variant above `tol` (default check_tolerance(dtype, k))
+        or with a non-finite error is recorded in errors and never timed nor chosen.
+        """
         cached = self.lookup(kind, dtype, m, k, n)
         if cached is not None:
             return cached
+        key = shape_key(kind, dtype, m, k, n)
+        if tol is None:
+            tol = check_tolerance(dtype, k)
         ours = [v.name for v in tsm2.candidates(kind, dtype, k, n)]
         times, errors = {}, {}
         for name in ours + list(CUBLAS):
             try:
+                if check is not None and name not in CUBLAS:
+                    err = float(check(name))
+                    if not err <= tol:  # NaN (unwritten or garbage elements) counts as wrong
+                        errors[name] = f"WrongResult: relative max error {err:.3g} vs cuBLAS > tolerance {tol:.3g}"
+                        log.warning("tuner: %s is wrong on %s: %s", name, key, errors[name])
+                        continue
                 times[name] = timer(name) * 1e6
             except Exception as exc:  # a variant that cannot launch here must not stop the others
                 errors[name] = f"{type(exc).__name__}: {exc}"
-                log.warning("tuner: %s failed on %s: %s", name, shape_key(kind, dtype, m, k, n), errors[name])
+                log.warning("tuner: %s failed on %s: %s", name, key, errors[name])
         ran_ours = [x for x in ours if x in times]
         ran_cublas = [x for x in CUBLAS if x in times]
         if not ran_cublas and not ran_ours:
@@ -99,6 +120,12 @@ class Tuner:
         if self.cache_path is not None:
             atomic_write_text(self.cache_path, json.dumps({"version": CACHE_VERSION, "gpus": self._cache},
                                                           indent=1, sort_keys=True) + "\n")
+
+
+def check_tolerance(dtype: str, k: int) -> float:
+    """Accepted relative max error of a candidate against the cuBLAS result: twice the fp64-reference
+    tolerance of bench.py (tsm2.tolerance), since both results carry rounding error."""
+    return 2 * tsm2.tolerance(dtype, k)
 
 
 # ---- GPU side -----------------------------------------------------------------------------------
@@ -185,6 +212,31 @@ def make_call(kind: str, name: str, A: Any, B: Any, C: Any, kernels_dir: Path | 
     return launch
 
 
+def output_checker(kind: str, A: Any, B: Any, C: Any, kernels_dir: Path | None = None) -> Callable[[str], float]:
+    """check(name) -> relative max error, max |C - ref| / max |ref|, of candidate `name` run once into
+    C (poisoned with NaN first, so an unwritten element gives NaN), where ref = A @ B by cuBLAS on
+    the same operands, computed once here. C is left holding the candidate's output."""
+    import torch
+
+    tA, tB, tC = (x if isinstance(x, torch.Tensor) else torch.from_dlpack(x) for x in (A, B, C))
+    device = tA.device
+    torch.cuda.synchronize(device)  # operands may come from another stream (CuPy's)
+    ref = torch.mm(tA, tB).double()
+    scale = max(ref.abs().max().item(), 1e-30) if ref.numel() else 1.0
+
+    def check(name: str) -> float:
+        tC.fill_(math.nan)
+        torch.cuda.synchronize(device)
+        make_call(kind, name, A, B, C, kernels_dir)()
+        torch.cuda.synchronize(device)  # every stream: CuPy operands run on CuPy's stream
+        if tC.numel() == 0:
+            return 0.0
+        err = (tC.double() - ref).abs().max().item() / scale
+        return err if math.isfinite(err) else math.inf
+
+    return check
+
+
 def gpu_name() -> str:
     import torch
 
@@ -200,7 +252,9 @@ def dispatch(kind: str, A: Any, B: Any, out: Any = None, *, tuner: Tuner, kernel
     prob = tsm2.plan(kind, A, B, out)
     if out is None:
         out = tsm2.empty_like_colmajor(A, prob.m, prob.n)
+    check = None if tuner.lookup(kind, prob.dtype, prob.m, prob.k, prob.n) else output_checker(kind, A, B, out, kernels_dir)
     choice = tuner.choose(kind, prob.dtype, prob.m, prob.k, prob.n,
-                          lambda name: median_time([make_call(kind, name, A, B, out, kernels_dir)], **timing))
+                          lambda name: median_time([make_call(kind, name, A, B, out, kernels_dir)], **timing),
+                          check=check)
     make_call(kind, choice.choice, A, B, out, kernels_dir)()
     return out, choice
