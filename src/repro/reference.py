@@ -3,8 +3,8 @@
 `python -m repro.reference publish --from results --gpu nvidia-h200 [--only paper/experiment ...]`
 
 Publishing copies, exactly as the pipeline wrote them, each finished paper-scale run folder
-(record, tables, Hydra config) of a machine with that GPU, its figures and the run's claims
-table. A published experiment replaces its earlier reference folder whole. Reports on machines
+(record, tables, Hydra config) of a machine with that GPU, its log, its figures and the run's
+claims table. A published experiment replaces its earlier reference folder whole. Reports on machines
 that cannot run a step fall back to these and say so.
 """
 
@@ -51,6 +51,10 @@ def publish(results: Path, reference_root: Path, gpu: str, only: list[str] | Non
         if dest.exists():
             shutil.rmtree(dest)
         shutil.copytree(rec_path.parent, dest)
+        log = results / "logs" / rec["paper"] / f"{rec['experiment']}.log"
+        if log.exists():
+            (dest_root / "logs" / rec["paper"]).mkdir(parents=True, exist_ok=True)
+            shutil.copy2(log, dest_root / "logs" / rec["paper"] / log.name)
         for fig in (results / "figures").glob(f"{rec['experiment']}.*"):
             (dest_root / "figures").mkdir(parents=True, exist_ok=True)
             shutil.copy2(fig, dest_root / "figures" / fig.name)
