@@ -19,6 +19,7 @@ include: "workflow/rules/ceilings.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/baseline.smk"
 include: "workflow/rules/tsm2x.smk"
+include: "workflow/rules/clicktrain.smk"
 include: "workflow/rules/report.smk"
 
 

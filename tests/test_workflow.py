@@ -31,7 +31,8 @@ def job_counts(workdir: Path, config: dict) -> collections.Counter:
 def expected_counts() -> dict:
     per_paper = collections.Counter(e.split("/")[0] for e in EXPERIMENTS)
     return {"all": 1, "claims": 1, "mlflow": 1, "figure": len(EXPERIMENTS), "build_kernels": 1, "cifar10": 1,
-            "ceilings": per_paper["ceilings"], "baseline": per_paper["baseline"], "tsm2x": per_paper["tsm2x"]}
+            "ceilings": per_paper["ceilings"], "baseline": per_paper["baseline"], "tsm2x": per_paper["tsm2x"],
+            "clicktrain": per_paper["clicktrain"] - 1, "clicktrain_compare": 1}
 
 
 @pytest.mark.parametrize("scale", ["smoke", "paper"])

@@ -1,0 +1,306 @@
+"""Training hooks of the pruning arms (ClickTrain, ADMM, PruneTrain, 2:4), the 2:4 mask, and the
+conv cost count (parameters and MACs with masks).
+
+Every hook keys its state by conv module name and resolves the weights from the model it is
+handed, so the state (masks, importance, ADMM Z/U) checkpoints with the model and a resumed run
+continues exactly. Phase decisions happen in ``on_epoch_end`` (Python); per-step methods only
+do tensor work. They branch on the phase in Python, so they are not graph_safe and the trainer
+runs them eagerly: the arms' configs run every phase eagerly, dense ones included, so that
+all epoch times compare in one mode.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import torch
+import torch.nn as nn
+
+from repro.clicktrain.patterns import kernel_masks, project, select_library
+from repro.train import TrainHooks
+
+
+def _modules(model: nn.Module, names) -> list[nn.Module]:
+    found = dict(model.named_modules())
+    return [found[n] for n in names]
+
+
+def _weights(model: nn.Module, names) -> list[torch.Tensor]:
+    return [m.weight for m in _modules(model, names)]
+
+
+def _cpu(tensors: dict) -> dict:
+    return {k: v.detach().cpu() for k, v in tensors.items()}
+
+
+def _like(mask: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``mask`` on the weight's device, dtype and memory format (channels-last weights): foreach
+    kernels then take their fast path, one launch for all layers."""
+    return torch.empty_like(weight).copy_(mask)
+
+
+class MaskHooks(TrainHooks):
+    """Per-conv 0/1 masks (name -> tensor shaped like the weight), multiplied into the weights after
+    every optimiser step once ``active`` (so momentum and weight decay cannot revive a pruned weight)."""
+
+    def __init__(self):
+        self.masks: dict[str, torch.Tensor] = {}
+        self.active = False
+
+    def set_masks(self, model: nn.Module, masks: dict[str, torch.Tensor]) -> None:
+        """Install ``masks`` and zero the weights they prune now."""
+        ws = _weights(model, masks)
+        self.masks = {n: _like(m, w) for (n, m), w in zip(masks.items(), ws)}
+        self.active = True
+        self.apply_masks(model)
+
+    @torch.no_grad()
+    def apply_masks(self, model: nn.Module) -> None:
+        torch._foreach_mul_(_weights(model, self.masks), list(self.masks.values()))
+
+    def after_optimizer_step(self, model: nn.Module) -> None:
+        if self.active:
+            self.apply_masks(model)
+
+    def state_dict(self) -> dict:
+        return {"masks": _cpu(self.masks), "active": self.active}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.masks, self.active = dict(state["masks"]), state["active"]
+
+    def _to_device(self, model: nn.Module) -> None:
+        """After load_state_dict the masks are on the CPU; move them next to the weights once."""
+        for n, w in zip(self.masks, _weights(model, self.masks)):
+            if self.masks[n].device != w.device or self.masks[n].stride() != w.stride():
+                self.masks[n] = _like(self.masks[n], w)
+
+
+class ClickTrainHooks(MaskHooks):
+    """Dense warm-up (importance = sum over its last epoch of (w * dL/dw)^2), then pattern library and
+    per-kernel pattern/connectivity selection, then group lasso on every kernel's weights outside its
+    mask, then hard masks. Phases are counted in epochs: ``warmup`` dense, ``lasso``, then masked."""
+
+    def __init__(self, ratios: dict[str, float], n_patterns: int, warmup: int, lasso_epochs: int, lasso: float):
+        super().__init__()
+        self.ratios, self.n_patterns = dict(ratios), n_patterns
+        self.warmup, self.lasso_epochs, self.lasso = warmup, lasso_epochs, lasso
+        self.completed = 0  # epochs finished
+        self.importance: dict[str, torch.Tensor] = {}
+        self.library: torch.Tensor | None = None
+        self._outside: list[torch.Tensor] | None = None  # 1 - mask, for the lasso
+
+    def phase(self, epoch: int) -> str:
+        """Phase of 1-based ``epoch``."""
+        if epoch <= self.warmup:
+            return "dense"
+        return "lasso" if epoch <= self.warmup + self.lasso_epochs else "masked"
+
+    @torch.no_grad()
+    def after_backward(self, model: nn.Module) -> None:
+        if self.completed + 1 != self.warmup:
+            return
+        ws = _weights(model, self.ratios)
+        if not self.importance:
+            self.importance = {n: torch.zeros_like(w) for n, w in zip(self.ratios, ws)}
+        prods = torch._foreach_mul(ws, [w.grad for w in ws])
+        torch._foreach_mul_(prods, prods)
+        torch._foreach_add_(list(self.importance.values()), prods)
+
+    def loss_regularizer(self, model: nn.Module):
+        if self.phase(self.completed + 1) != "lasso":
+            return None
+        if self._outside is None:
+            self._to_device(model)
+            self._outside = [1 - m for m in self.masks.values()]
+        norms = [torch.linalg.vector_norm(w * out, dim=(2, 3)).sum()
+                 for w, out in zip(_weights(model, self.masks), self._outside)]
+        return self.lasso * torch.stack(norms).sum()
+
+    def select(self, model: nn.Module) -> dict[str, torch.Tensor]:
+        """Library from the importance, then each kernel's pattern and the kernels to drop."""
+        self.library = select_library(self.importance.values(), self.n_patterns)
+        return {n: kernel_masks(self.importance[n], self.library, r) for n, r in self.ratios.items()}
+
+    def on_epoch_end(self, model: nn.Module, epoch: int, row: dict) -> dict:
+        t0 = time.perf_counter()
+        phase = self.phase(epoch)
+        self.completed = epoch
+        if epoch == self.warmup:
+            masks = self.select(model)
+            self.importance = {}
+            if self.lasso_epochs:  # soft phase first: masks chosen, weights not yet zeroed
+                self.masks = {n: _like(m, w) for (n, m), w in zip(masks.items(), _weights(model, masks))}
+                self._outside = None
+            else:
+                self.set_masks(model, masks)
+        elif epoch == self.warmup + self.lasso_epochs and self.masks:
+            self.set_masks(model, self.masks)
+        if self.active:
+            self._to_device(model)
+        return dict(phase=phase, hook_s=time.perf_counter() - t0)
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "completed": self.completed, "importance": _cpu(self.importance),
+                "library": self.library}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.completed, self.importance, self.library = state["completed"], dict(state["importance"]), state["library"]
+        self._outside = None
+
+
+class ADMMHooks(TrainHooks):
+    """ADMM pattern pruning of a trained model: minimise loss + rho/2 sum ||W - Z + U||^2; after each epoch
+    Z = projection of W + U onto the pattern + connectivity set, U += W - Z, rho *= growth."""
+
+    def __init__(self, model: nn.Module, ratios: dict[str, float], library: torch.Tensor, rho: float,
+                 rho_growth: float = 1.0):
+        self.ratios, self.library, self.rho, self.rho_growth = dict(ratios), library, rho, rho_growth
+        ws = _weights(model, self.ratios)
+        self.z = {n: project(w, library, self.ratios[n])[0] for n, w in zip(self.ratios, ws)}
+        self.u = {n: torch.zeros_like(w) for n, w in zip(self.ratios, ws)}
+
+    def loss_regularizer(self, model: nn.Module):
+        terms = [(w - self.z[n] + self.u[n]).square().sum() for n, w in zip(self.ratios, _weights(model, self.ratios))]
+        return 0.5 * self.rho * torch.stack(terms).sum()
+
+    @torch.no_grad()
+    def on_epoch_end(self, model: nn.Module, epoch: int, row: dict) -> dict:
+        t0 = time.perf_counter()
+        gap = norm = 0.0
+        for n, w in zip(self.ratios, _weights(model, self.ratios)):
+            self.z[n] = project(w + self.u[n], self.library, self.ratios[n])[0]
+            self.u[n] += w - self.z[n]
+            gap += float((w - self.z[n]).square().sum())
+            norm += float(w.square().sum())
+        row_rho = self.rho
+        self.rho *= self.rho_growth
+        return dict(phase="admm", hook_s=time.perf_counter() - t0, rho=row_rho, admm_gap=(gap / max(norm, 1e-30)) ** 0.5)
+
+    def state_dict(self) -> dict:
+        return {"z": _cpu(self.z), "u": _cpu(self.u), "rho": self.rho}
+
+    def load_state_dict(self, state: dict) -> None:
+        device = next(iter(self.z.values())).device
+        self.z = {k: v.to(device) for k, v in state["z"].items()}
+        self.u = {k: v.to(device) for k, v in state["u"].items()}
+        self.rho = state["rho"]
+
+
+class FixedMaskHooks(MaskHooks):
+    """Masked training with masks fixed from the start (retraining after ADMM)."""
+
+    def __init__(self, model: nn.Module, masks: dict[str, torch.Tensor], phase: str):
+        super().__init__()
+        self.phase = phase
+        self.set_masks(model, masks)
+
+    def on_epoch_end(self, model: nn.Module, epoch: int, row: dict) -> dict:
+        return dict(phase=self.phase, hook_s=0.0)
+
+
+class WarmupThenMaskHooks(MaskHooks):
+    """Dense for ``warmup`` epochs, then masks from ``make_masks(model)`` applied for the rest (2:4)."""
+
+    def __init__(self, warmup: int, make_masks):
+        super().__init__()
+        self.warmup, self.make_masks, self.completed = warmup, make_masks, 0
+
+    def on_epoch_end(self, model: nn.Module, epoch: int, row: dict) -> dict:
+        t0 = time.perf_counter()
+        self.completed = epoch
+        if epoch == self.warmup:
+            self.set_masks(model, self.make_masks(model))
+        elif self.active:
+            self._to_device(model)
+        return dict(phase="dense" if epoch <= self.warmup else "masked", hook_s=time.perf_counter() - t0)
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "completed": self.completed}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.completed = state["completed"]
+
+
+class ChannelLassoHooks(MaskHooks):
+    """PruneTrain-style training: group lasso over every conv's output channels throughout, and every
+    ``interval`` epochs the channels whose weight norm fell under ``threshold`` are masked for good
+    (at least one channel per layer stays)."""
+
+    def __init__(self, model: nn.Module, names, lam: float, threshold: float, interval: int):
+        super().__init__()
+        self.names, self.lam, self.threshold, self.interval = list(names), lam, threshold, interval
+        self.masks = {n: torch.ones_like(w) for n, w in zip(self.names, _weights(model, self.names))}
+
+    def loss_regularizer(self, model: nn.Module):
+        norms = [torch.linalg.vector_norm(w, dim=(1, 2, 3)).sum() for w in _weights(model, self.names)]
+        return self.lam * torch.stack(norms).sum()
+
+    @torch.no_grad()
+    def on_epoch_end(self, model: nn.Module, epoch: int, row: dict) -> dict:
+        t0 = time.perf_counter()
+        if epoch % self.interval == 0:
+            self._to_device(model)
+            for n, w in zip(self.names, _weights(model, self.names)):
+                norms = torch.linalg.vector_norm(w * self.masks[n], dim=(1, 2, 3))
+                dead = norms < self.threshold
+                if bool(dead.all()):
+                    dead[norms.argmax()] = False
+                self.masks[n][dead] = 0
+            self.set_masks(model, self.masks)
+        kept = sum(int(m.flatten(1).any(1).sum()) for m in self.masks.values())
+        total = sum(len(m) for m in self.masks.values())
+        return dict(phase="lasso", hook_s=time.perf_counter() - t0, channel_density=kept / total)
+
+
+def sparse24_mask(weight: torch.Tensor) -> torch.Tensor:
+    """2:4 mask of a conv weight (O, I, kh, kw) along the input channels: of every 4 consecutive input
+    channels at one (output channel, kernel position), keep the 2 largest in magnitude.
+    torch.ao.pruning's WeightNormSparsifier refuses 4-D weights (it pads a 2-D view), so it runs on the
+    (O*kh*kw, I) view, where its (1, 4) blocks are exactly those groups of input channels."""
+    from torch.ao.pruning import WeightNormSparsifier
+
+    o, i, kh, kw = weight.shape
+    if i % 4:
+        raise ValueError(f"2:4 along input channels needs a multiple of 4 input channels, got {i}")
+    holder = nn.Module()
+    holder.weight = nn.Parameter(weight.detach().float().cpu().permute(0, 2, 3, 1).reshape(-1, i).clone())
+    sparsifier = WeightNormSparsifier(sparsity_level=1.0, sparse_block_shape=(1, 4), zeros_per_block=2)
+    sparsifier.prepare(holder, [{"tensor_fqn": "weight"}])
+    sparsifier.step()
+    mask = holder.parametrizations.weight[0].mask
+    return mask.reshape(o, kh, kw, i).permute(0, 3, 1, 2).to(weight.device, weight.dtype).contiguous()
+
+
+def nm_violations(weight: torch.Tensor, n: int = 2, m: int = 4) -> int:
+    """Groups of ``m`` consecutive input channels holding more than ``n`` nonzeros."""
+    o, i, kh, kw = weight.shape
+    groups = (weight.detach().cpu() != 0).permute(0, 2, 3, 1).reshape(-1, i // m, m)
+    return int((groups.sum(-1) > n).sum())
+
+
+@torch.no_grad()
+def conv_costs(model: nn.Module, input_size: int = 32) -> pd.DataFrame:
+    """One row per conv: parameters, nonzero parameters, output pixels, and multiply-accumulates dense
+    and counting only nonzero weights (nonzero weights x output pixels)."""
+    convs = {n: m for n, m in model.named_modules() if isinstance(m, nn.Conv2d)}
+    pixels: dict[str, int] = {}
+    handles = [m.register_forward_hook(lambda mod, inp, out, n=n: pixels.__setitem__(n, out.shape[-2] * out.shape[-1]))
+               for n, m in convs.items()]
+    was_training = model.training
+    model.eval()
+    try:
+        device = next(model.parameters()).device
+        model(torch.zeros(1, 3, input_size, input_size, device=device))
+    finally:
+        model.train(was_training)
+        for h in handles:
+            h.remove()
+    rows = []
+    for n, m in convs.items():
+        params, nonzero = m.weight.numel(), int(torch.count_nonzero(m.weight))
+        rows.append(dict(layer=n, shape="x".join(map(str, m.weight.shape)), params=params, nonzero=nonzero,
+                         out_pixels=pixels[n], macs_dense=params * pixels[n], macs=nonzero * pixels[n]))
+    return pd.DataFrame(rows)

@@ -1,0 +1,151 @@
+"""The arms end to end at smoke size on a tiny synthetic split, the pruned-model export, compare on
+synthetic records, configs at both scales, and the figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from repro import records
+from repro.clicktrain import figures
+from repro.clicktrain.experiment import (ADMMParams, ClickTrainParams, CompareParams, PruneTrainParams,
+                                         Sparse24Params, admm, clicktrain, compare, load_pruned, phase_epochs,
+                                         prunetrain, sparse24)
+from repro.data.arrays import read_split, write_split
+from repro.data.synthetic import synthetic_split
+from repro.experiment import Context, load_entry
+
+CONFIGS = Path(__file__).resolve().parents[2] / "config" / "experiment" / "clicktrain"
+TINY = dict(model="resnet20", model_kw={"width": 4}, batch_size=32, n_train=128, channels_last=False,
+            checkpoint=False)
+ARMS = {
+    "clicktrain": (clicktrain, ClickTrainParams(**{**TINY, "channels_last": True}, epochs=3)),  # GPU layout
+    "admm": (admm, ADMMParams(**TINY, epochs=1, admm_epochs=1, retrain_epochs=1)),
+    "prunetrain": (prunetrain, PruneTrainParams(**TINY, epochs=2, channel_threshold=1.5)),
+    "sparse24": (sparse24, Sparse24Params(**TINY, epochs=2)),
+}
+COMMON = ("final_top1", "compression", "flops_ratio", "flops_dense", "flops_pruned", "e2e_s", "epoch_s_mean")
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    d = tmp_path_factory.mktemp("prepared")
+    write_split(d / "train.npz", synthetic_split(160, seed=0))
+    write_split(d / "test.npz", synthetic_split(64, seed=1))
+    return {"train": d / "train.npz", "test": d / "test.npz"}
+
+
+@pytest.fixture(scope="module")
+def runs(prepared, tmp_path_factory):
+    out = {}
+    for name, (fn, params) in ARMS.items():
+        d = tmp_path_factory.mktemp(name)
+        out[name] = (d, fn(params, Context(out_dir=d, scale="smoke", device="cpu", seed=1, inputs=prepared)))
+    return out
+
+
+def test_phase_epochs_scale_with_the_schedule():
+    assert phase_epochs(40, 0.25, 0.25) == [10, 10, 20]
+    assert phase_epochs(3, 0.25, 0.25) == [1, 1, 1]
+    with pytest.raises(ValueError, match="no epoch after"):
+        phase_epochs(2, 0.5, 0.5)
+
+
+@pytest.mark.parametrize("name", list(ARMS))
+def test_arm_smoke(runs, name):
+    _, result = runs[name]
+    m, epochs = result.metrics, result.tables["epochs"]
+    for key in COMMON:
+        assert key in m, key
+    assert m["e2e_s"] >= epochs.train_s.sum() and list(epochs.epoch) == list(range(1, len(epochs) + 1))
+    assert m["flops_dense"] / m["flops_pruned"] == pytest.approx(m["flops_ratio"])
+    assert "eager" in result.tags["mode"]
+    expected_phases = {"clicktrain": ["dense", "lasso", "masked"], "admm": ["dense", "admm", "retrain"],
+                       "prunetrain": ["lasso"], "sparse24": ["dense", "masked"]}[name]
+    assert list(dict.fromkeys(epochs.phase)) == expected_phases
+    if name in ("clicktrain", "admm"):
+        assert m["pattern_violations"] == 0 and m["patterns_in_library"] == 4
+        # 75% of kernels dropped and 4 of 9 weights kept in the rest: about 9x on the pattern layers
+        assert 7 < m["compression"] < 9.5 and m["flops_ratio"] > 5
+    if name in ("clicktrain", "sparse24", "admm"):
+        assert "dense_epoch_s" in m
+    if name == "prunetrain":
+        assert m["channel_sparsity"] > 0 and m["compression"] > 1 and m["mask_violations"] == 0
+    if name == "sparse24":
+        assert m["nm_violations"] == 0 and 1.8 < m["compression"] <= 2.0
+
+
+@pytest.mark.parametrize("name", list(ARMS))
+def test_load_pruned_round_trip(runs, prepared, name):
+    out_dir, result = runs[name]
+    pruned = load_pruned(result.artifacts["pruned"])
+    assert pruned.meta["arm"] == name and set(pruned.masks)
+    assert (pruned.library is not None) == (name in ("clicktrain", "admm"))
+    top1 = pruned.evaluate(read_split(prepared["test"]))
+    assert top1 == pytest.approx(result.metrics["final_top1"], abs=100 / 64 + 1e-9)  # at most one image flips
+
+
+def _write_record(d: Path, experiment: str, metrics: dict) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    records.write(d, dict(experiment=experiment, paper="clicktrain", scale="smoke", status="ok", params={},
+                          metrics=metrics, provenance={}, started="2025-01-01T00:00:00+00:00"))
+    return d / "record.json"
+
+
+def test_compare_on_synthetic_records(tmp_path):
+    arm = dict(final_top1=91.0, compression=9.0, flops_ratio=7.0, e2e_s=100.0, epoch_s_mean=3.1, dense_epoch_s=3.0,
+               time_dense_s=30.0, epochs_dense=10, time_masked_s=70.0, epochs_masked=30)
+    inputs = {
+        "clicktrain": _write_record(tmp_path / "ct", "clicktrain", arm),
+        "admm": _write_record(tmp_path / "admm", "admm", {**arm, "e2e_s": 230.0, "final_top1": 91.3}),
+        "prunetrain": _write_record(tmp_path / "pt", "prunetrain", {**arm, "final_top1": 90.0, "compression": 3.0}),
+        "sparse24": _write_record(tmp_path / "s24", "sparse24", {**arm, "compression": 2.0}),
+        "dense": _write_record(tmp_path / "dense", "resnet32", dict(final_top1=92.0, epoch_s_mean=1.55)),
+    }
+    result = compare(CompareParams(), Context(out_dir=tmp_path / "cmp", inputs=inputs))
+    m = result.metrics
+    assert m["e2e_speedup"] == pytest.approx(2.3)
+    assert m["epoch_overhead"] == pytest.approx(3.1 / 3.0)
+    assert m["epoch_overhead_vs_baseline"] == pytest.approx(3.1 / 1.55)
+    assert m["top1_vs_admm"] == pytest.approx(-0.3) and m["top1_vs_prunetrain"] == pytest.approx(1.0)
+    assert m["compression_vs_prunetrain"] == pytest.approx(3.0) and m["compression"] == 9.0
+    assert list(result.tables["arms"].arm) == ["dense", "clicktrain", "admm", "prunetrain", "sparse24"]
+    assert set(result.tables["phases"].phase) == {"dense", "masked"}
+    run = tmp_path / "cmp"
+    run.mkdir()
+    for name, table in result.tables.items():
+        table.to_csv(run / f"{name}.csv", index=False)
+    figures.compare(run)
+    del inputs["dense"]
+    with pytest.raises(records.RecordError, match="inputs.dense is missing"):
+        compare(CompareParams(), Context(out_dir=tmp_path / "cmp2", inputs=inputs))
+
+
+@pytest.mark.parametrize("name", list(ARMS))
+def test_arm_figures_render(runs, name, tmp_path):
+    _, result = runs[name]
+    result.tables["epochs"].to_csv(tmp_path / "epochs.csv", index=False)
+    fig = getattr(figures, name)(tmp_path)
+    assert len(fig.axes) == 2
+
+
+@pytest.mark.parametrize("name", list(ARMS) + ["clicktrain_compare"])
+def test_configs_validate_at_both_scales(name):
+    from repro.run import experiment_params
+
+    cfg = OmegaConf.load(CONFIGS / f"{name}.yaml")
+    assert cfg.paper == "clicktrain" and cfg.name == name
+    spec = load_entry(cfg.entry)
+    paper, smoke = experiment_params(spec, cfg, "paper"), experiment_params(spec, cfg, "smoke")
+    module, _, fn = cfg.figure.partition(":")
+    assert module == "repro.clicktrain.figures" and hasattr(figures, fn)
+    if name == "clicktrain_compare":
+        return
+    assert paper.model == "resnet32" and paper.epochs == 40 and paper.n_train == 0 and smoke.n_train == 256
+    assert not paper.cuda_graph  # every arm and phase eager: one mode for all epoch times
+    if name in ("clicktrain", "admm"):
+        assert paper.patterns == 4 and paper.kernel_prune_ratio == 0.75
+    if name == "admm":
+        assert (paper.admm_epochs, paper.retrain_epochs) == (20, 20)
