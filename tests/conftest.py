@@ -24,6 +24,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def prepared_splits(directory: Path, n_train: int, n_test: int) -> dict[str, Path]:
+    """Synthetic CIFAR-shaped train/test split files, as the cifar10 rule would write them."""
+    from repro.data.arrays import write_split
+    from repro.data.synthetic import synthetic_split
+
+    write_split(directory / "train.npz", synthetic_split(n_train, seed=0))
+    write_split(directory / "test.npz", synthetic_split(n_test, seed=1))
+    return {"train": directory / "train.npz", "test": directory / "test.npz"}
+
+
 @pytest.fixture
 def compose():
     """compose(overrides) -> DictConfig of config/run.yaml, as `python -m repro.run` would see it."""

@@ -11,8 +11,8 @@ from omegaconf import OmegaConf
 
 from repro.baseline import figures
 from repro.baseline.experiment import BenchParams, TrainParams, train_cifar, trainer_bench
-from repro.data.arrays import DataError, write_split
-from repro.data.synthetic import synthetic_split
+from repro.data.arrays import DataError
+from conftest import prepared_splits
 from repro.experiment import Context, load_entry
 
 CONFIGS = Path(__file__).resolve().parents[2] / "config" / "experiment" / "baseline"
@@ -20,10 +20,7 @@ CONFIGS = Path(__file__).resolve().parents[2] / "config" / "experiment" / "basel
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
-    d = tmp_path_factory.mktemp("prepared")
-    write_split(d / "train.npz", synthetic_split(160, seed=0))
-    write_split(d / "test.npz", synthetic_split(64, seed=1))
-    return {"train": d / "train.npz", "test": d / "test.npz"}
+    return prepared_splits(tmp_path_factory.mktemp("prepared"), 160, 64)
 
 
 def _ctx(tmp_path, prepared):

@@ -6,8 +6,7 @@ import pytest
 import torch
 
 from repro.baseline.experiment import BenchParams, TrainParams, train_cifar, trainer_bench
-from repro.data.arrays import write_split
-from repro.data.synthetic import synthetic_split
+from conftest import prepared_splits
 from repro.experiment import Context
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -15,10 +14,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
-    d = tmp_path_factory.mktemp("prepared")
-    write_split(d / "train.npz", synthetic_split(5000, seed=0))
-    write_split(d / "test.npz", synthetic_split(1000, seed=1))
-    return {"train": d / "train.npz", "test": d / "test.npz"}
+    return prepared_splits(tmp_path_factory.mktemp("prepared"), 5000, 1000)
 
 
 # VGG-16 at lr 0.1 needs more than 3 short epochs (117 steps) to leave chance on 5,000 images;

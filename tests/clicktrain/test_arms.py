@@ -13,8 +13,8 @@ from repro.clicktrain import figures
 from repro.clicktrain.experiment import (ADMMParams, ClickTrainParams, CompareParams, PruneTrainParams,
                                          Sparse24Params, admm, clicktrain, compare, load_pruned, phase_epochs,
                                          prunetrain, sparse24)
-from repro.data.arrays import read_split, write_split
-from repro.data.synthetic import synthetic_split
+from repro.data.arrays import read_split
+from conftest import prepared_splits
 from repro.experiment import Context, load_entry
 
 CONFIGS = Path(__file__).resolve().parents[2] / "config" / "experiment" / "clicktrain"
@@ -31,10 +31,7 @@ COMMON = ("final_top1", "compression", "flops_ratio", "flops_dense", "flops_prun
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
-    d = tmp_path_factory.mktemp("prepared")
-    write_split(d / "train.npz", synthetic_split(160, seed=0))
-    write_split(d / "test.npz", synthetic_split(64, seed=1))
-    return {"train": d / "train.npz", "test": d / "test.npz"}
+    return prepared_splits(tmp_path_factory.mktemp("prepared"), 160, 64)
 
 
 @pytest.fixture(scope="module")
