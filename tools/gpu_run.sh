@@ -23,7 +23,9 @@ done
 mkdir -p "$out"
 source "$(dirname "$0")/gpu_env.sh"
 status=0
-python3 -m snakemake "$@" --cores "$(nproc)" --resources gpu=1 --keep-going --rerun-incomplete \
+# one GPU job per GPU; each job claims a free one (repro.gpu_slots)
+gpus=$(nvidia-smi -L | grep -c '^GPU ' || true)
+python3 -m snakemake "$@" --cores "$(nproc)" --resources "gpu=${gpus:-1}" --keep-going --rerun-incomplete \
   --config scale=paper "cifar10_source=shards:$data" 2>&1 | tee "$out/snakemake.log" || status=$?
 # records, tables, figures, reports, logs and build reports only (no models, checkpoints, arrays)
 find results -path results/reference -prune -o -type f \( -name '*.json' -o -name '*.csv' -o -name '*.png' \

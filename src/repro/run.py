@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from repro import provenance, records
+from repro.gpu_slots import claim_gpu
 from repro.scale import resolve_scale
 from repro.experiment import Context, NeedsGPU, cuda_available, load_entry, resolve_device
 
@@ -65,6 +66,8 @@ def execute(cfg: DictConfig) -> Path:
         raise ConfigError(str(exc)) from None
     spec = load_entry(exp_cfg.entry)
     params = experiment_params(spec, exp_cfg, scale)
+    if cfg.device != "cpu":  # before anything initialises CUDA
+        claim_gpu(Path(os.environ.get("REPRO_GPU_LOCKS", "results/.gpu-slots")))
     out_dir = Path(cfg.out)
     inputs = {k: Path(v) for k, v in (cfg.inputs or {}).items() if v is not None}
     for name, path in inputs.items():

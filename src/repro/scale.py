@@ -10,15 +10,20 @@ import subprocess
 SCALES = ("smoke", "paper")
 
 
-def has_gpu() -> bool:
-    """A CUDA GPU is visible (asks nvidia-smi; does not import torch)."""
+def gpu_count() -> int:
+    """CUDA GPUs on the machine (asks nvidia-smi; does not import torch)."""
     if shutil.which("nvidia-smi") is None:
-        return False
+        return 0
     try:
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
-        return False
-    return out.returncode == 0 and "GPU" in out.stdout
+        return 0
+    return sum(line.startswith("GPU ") for line in out.stdout.splitlines()) if out.returncode == 0 else 0
+
+
+def has_gpu() -> bool:
+    """A CUDA GPU is visible (asks nvidia-smi; does not import torch)."""
+    return gpu_count() > 0
 
 
 def resolve_scale(scale: str, gpu: bool | None = None) -> str:

@@ -146,7 +146,7 @@ def test_admm_z_stays_feasible_and_u_accumulates_the_gap():
     _, mask = project(w + u_before, lib, 0.5)
     assert pattern_violations({"2": z}, {"2": mask}, lib, {"2": 0.5})["total"] == 0
     assert torch.allclose(hooks.u["2"], u_before + w - z)
-    assert hooks.rho == pytest.approx(0.2) and row["phase"] == "admm" and row["admm_gap"] > 0
+    assert float(hooks.rho) == pytest.approx(0.2) and row["phase"] == "admm" and row["admm_gap"] > 0
 
 
 def test_sparse24_mask_keeps_the_two_largest_of_every_four_input_channels():
@@ -167,3 +167,24 @@ def test_conv_costs_count_nonzero_weights_times_output_pixels():
     costs = conv_costs(model, input_size=8).set_index("layer")
     assert costs.loc["0", "macs_dense"] == 4 * 3 * 9 * 64 == costs.loc["0", "macs"]
     assert costs.loc["2", "nonzero"] == 4 * 4 * 9 and costs.loc["2", "macs"] == 4 * 4 * 9 * 64
+
+
+def test_step_keys_change_with_the_phase_and_only_then():
+    """The trainer re-captures a CUDA-graph step when the key changes, so the key must change at
+    every phase boundary and stay put within a phase (ADMM updates its state in place)."""
+    model = _tiny()
+    hooks = ClickTrainHooks({"2": 0.5}, n_patterns=2, warmup=2, lasso_epochs=1, lasso=1e-3)
+    keys = []
+    for epoch in range(1, 5):
+        keys.append(hooks.step_key())
+        model.zero_grad()
+        model(torch.randn(2, 3, 8, 8)).sum().backward()
+        hooks.after_backward(model)
+        hooks.on_epoch_end(model, epoch, {})
+    # dense, dense + importance, lasso, masked: four different steps
+    assert len(set(keys)) == 4 and hooks.step_key() == keys[-1]
+    admm_hooks = ADMMHooks(model, {"2": 0.5}, torch.stack([P0, P1]), rho=0.1, rho_growth=2.0)
+    key = admm_hooks.step_key()
+    admm_hooks.on_epoch_end(model, 1, {})
+    admm_hooks.load_state_dict(admm_hooks.state_dict())
+    assert admm_hooks.step_key() == key and float(admm_hooks.rho) == pytest.approx(0.2)

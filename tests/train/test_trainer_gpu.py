@@ -97,3 +97,29 @@ def test_resume_in_cudagraph_mode(data, tmp_path):
     assert resumed.resumed_epochs == 1 and resumed.mode == "cudagraph"
     # cuDNN autotuning may pick other algorithms in another process, so equal up to rounding
     assert resumed.final_top1 == pytest.approx(straight.final_top1, abs=1.0)
+
+
+def test_a_new_step_key_recaptures_the_step(data):
+    """Epoch 1 dense, then a mask: the first captured graph must not run in epoch 2."""
+
+    class Phased(TrainHooks):
+        graph_safe = True
+        masked = False
+
+        def step_key(self):
+            return self.masked
+
+        def after_optimizer_step(self, model):
+            if self.masked:
+                with torch.no_grad():
+                    model[0].weight[0].zero_()
+
+        def on_epoch_end(self, model, epoch, row):
+            if epoch == 1:
+                assert model[0].weight[0].any()  # dense epoch: untouched
+            self.masked = True
+
+    torch.manual_seed(0)
+    result = train(build_model("resnet20"), *data, TrainConfig(epochs=2, cuda_graph=True), device="cuda",
+                   hooks=Phased())
+    assert result.mode == "cudagraph" and not result.model[0].weight[0].any()

@@ -43,5 +43,5 @@ rule clicktrain_compare:
     container:
         CPU_IMAGE
     shell:
-        repro_run("clicktrain/clicktrain_compare", clicktrain="{input.clicktrain}", admm="{input.admm}",
+        repro_run("clicktrain/clicktrain_compare", device="cpu", clicktrain="{input.clicktrain}", admm="{input.admm}",
                   prunetrain="{input.prunetrain}", sparse24="{input.sparse24}", dense="{input.dense}")

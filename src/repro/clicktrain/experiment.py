@@ -43,7 +43,7 @@ from repro.train.augment import DeviceAugment, channel_stats
 
 @dataclass
 class PatternParams(TrainParams):
-    cuda_graph: bool = False  # the pruning hooks run eagerly; dense phases too, so epoch times compare
+    cuda_graph: bool = True  # every phase captured as its own CUDA graph (the baseline's mode)
     patterns: int = 4  # library size (paper: 4 for ResNet-32, 12 for VGG-16)
     kernel_prune_ratio: float = 0.75  # share of each layer's 3x3 kernels dropped whole
     layer_ratios: dict = field(default_factory=dict)  # conv module name -> its own ratio
@@ -69,7 +69,7 @@ class ADMMParams(PatternParams):
 
 @dataclass
 class PruneTrainParams(TrainParams):
-    cuda_graph: bool = False
+    cuda_graph: bool = True
     channel_lasso: float = 5e-4  # coefficient of the sum of output-channel group norms
     channel_threshold: float = 0.01  # a channel whose weight norm falls under this is masked
     prune_every_frac: float = 0.125  # channel masking interval, as a share of epochs
@@ -77,7 +77,7 @@ class PruneTrainParams(TrainParams):
 
 @dataclass
 class Sparse24Params(TrainParams):
-    cuda_graph: bool = False
+    cuda_graph: bool = True
     warmup_frac: float = 0.25  # dense warm-up share; then 2:4 masks and masked fine-tuning
 
 

@@ -4,9 +4,10 @@ conv cost count (parameters and MACs with masks).
 Every hook keys its state by conv module name and resolves the weights from the model it is
 handed, so the state (masks, importance, ADMM Z/U) checkpoints with the model and a resumed run
 continues exactly. Phase decisions happen in ``on_epoch_end`` (Python); per-step methods only
-do tensor work. They branch on the phase in Python, so they are not graph_safe and the trainer
-runs them eagerly: the arms' configs run every phase eagerly, dense ones included, so that
-all epoch times compare in one mode.
+do tensor work, the same within a phase. So every hook is graph_safe: ``step_key()`` names the
+phase and the tensors a step reads (their addresses), and the trainer captures each phase's step
+as its own CUDA graph. State read inside a step changes in place (ADMM's Z, U and rho) or comes
+with a new key (new masks). Every arm and phase thus runs in the baseline's CUDA-graph mode.
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ def _cpu(tensors: dict) -> dict:
     return {k: v.detach().cpu() for k, v in tensors.items()}
 
 
+def _addresses(*groups) -> tuple:
+    """Where the tensors of dicts/lists ``groups`` live: part of a step key, so replacing a tensor
+    that a captured step reads forces a new capture."""
+    return tuple(t.data_ptr() for g in groups for t in (g.values() if isinstance(g, dict) else g))
+
+
 def _like(mask: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """``mask`` on the weight's device, dtype and memory format (channels-last weights): foreach
     kernels then take their fast path, one launch for all layers."""
@@ -44,9 +51,14 @@ class MaskHooks(TrainHooks):
     """Per-conv 0/1 masks (name -> tensor shaped like the weight), multiplied into the weights after
     every optimiser step once ``active`` (so momentum and weight decay cannot revive a pruned weight)."""
 
+    graph_safe = True
+
     def __init__(self):
         self.masks: dict[str, torch.Tensor] = {}
         self.active = False
+
+    def step_key(self):
+        return (self.active, _addresses(self.masks) if self.active else ())
 
     def set_masks(self, model: nn.Module, masks: dict[str, torch.Tensor]) -> None:
         """Install ``masks`` and zero the weights they prune now."""
@@ -89,6 +101,11 @@ class ClickTrainHooks(MaskHooks):
         self.importance: dict[str, torch.Tensor] = {}
         self.library: torch.Tensor | None = None
         self._outside: list[torch.Tensor] | None = None  # 1 - mask, for the lasso
+
+    def step_key(self):
+        epoch = self.completed + 1
+        return (self.phase(epoch), epoch == self.warmup, super().step_key(),
+                _addresses(self.masks) if self.phase(epoch) == "lasso" else ())
 
     def phase(self, epoch: int) -> str:
         """Phase of 1-based ``epoch``."""
@@ -154,12 +171,18 @@ class ADMMHooks(TrainHooks):
     """ADMM pattern pruning of a trained model: minimise loss + rho/2 sum ||W - Z + U||^2; after each epoch
     Z = projection of W + U onto the pattern + connectivity set, U += W - Z, rho *= growth."""
 
+    graph_safe = True
+
     def __init__(self, model: nn.Module, ratios: dict[str, float], library: torch.Tensor, rho: float,
                  rho_growth: float = 1.0):
-        self.ratios, self.library, self.rho, self.rho_growth = dict(ratios), library, rho, rho_growth
+        self.ratios, self.library, self.rho_growth = dict(ratios), library, rho_growth
         ws = _weights(model, self.ratios)
         self.z = {n: project(w, library, self.ratios[n])[0] for n, w in zip(self.ratios, ws)}
         self.u = {n: torch.zeros_like(w) for n, w in zip(self.ratios, ws)}
+        self.rho = torch.tensor(float(rho), device=ws[0].device)  # a device tensor: captured steps read it
+
+    def step_key(self):
+        return _addresses(self.z, self.u, [self.rho])
 
     def loss_regularizer(self, model: nn.Module):
         terms = [(w - self.z[n] + self.u[n]).square().sum() for n, w in zip(self.ratios, _weights(model, self.ratios))]
@@ -170,22 +193,22 @@ class ADMMHooks(TrainHooks):
         t0 = time.perf_counter()
         gap = norm = 0.0
         for n, w in zip(self.ratios, _weights(model, self.ratios)):
-            self.z[n] = project(w + self.u[n], self.library, self.ratios[n])[0]
+            self.z[n].copy_(project(w + self.u[n], self.library, self.ratios[n])[0])
             self.u[n] += w - self.z[n]
             gap += float((w - self.z[n]).square().sum())
             norm += float(w.square().sum())
-        row_rho = self.rho
-        self.rho *= self.rho_growth
+        row_rho = float(self.rho)
+        self.rho.mul_(self.rho_growth)
         return dict(phase="admm", hook_s=time.perf_counter() - t0, rho=row_rho, admm_gap=(gap / max(norm, 1e-30)) ** 0.5)
 
     def state_dict(self) -> dict:
-        return {"z": _cpu(self.z), "u": _cpu(self.u), "rho": self.rho}
+        return {"z": _cpu(self.z), "u": _cpu(self.u), "rho": float(self.rho)}
 
     def load_state_dict(self, state: dict) -> None:
-        device = next(iter(self.z.values())).device
-        self.z = {k: v.to(device) for k, v in state["z"].items()}
-        self.u = {k: v.to(device) for k, v in state["u"].items()}
-        self.rho = state["rho"]
+        for mine, saved in ((self.z, state["z"]), (self.u, state["u"])):
+            for k, v in saved.items():
+                mine[k].copy_(v)
+        self.rho.fill_(state["rho"])
 
 
 class FixedMaskHooks(MaskHooks):

@@ -14,13 +14,19 @@ Subclass :class:`TrainHooks` and override only what an arm needs; the trainer ca
                               metrics for the epoch's row.
   state_dict() / load_state_dict(state)  the hooks' own state (masks, phase), checkpointed with
                               the model so that a resumed run continues exactly.
+  step_key()                  a hashable naming what the per-step methods currently do (phase,
+                              which tensors they touch); a CUDA-graph step is re-captured when
+                              it changes (see below).
 
 Fast modes: a CUDA graph replays the tensor operations recorded once during capture, so per-step
 hooks run as Python only during warm-up and capture. torch.compile may drop or break on context
 managers such as saved-tensor hooks. So hooks that override a per-step method make the trainer fall
 back to eager execution (and say so) unless they declare ``graph_safe`` / ``compile_safe``: a
 promise that every step performs the same tensor operations on the same tensors with no host sync
-and no Python-side state that changes between steps.
+and no Python-side state that changes between steps, for as long as ``step_key()`` returns the same
+value. Hooks with phases (dense, then masked) change the key in ``on_epoch_end``; the trainer then
+warms up and captures the new step once, so every phase runs as its own CUDA graph. State that a
+captured step reads (masks, penalty weights) is updated in place, or the key changes with it.
 """
 
 from __future__ import annotations
@@ -60,6 +66,9 @@ class TrainHooks:
 
     def load_state_dict(self, state: dict) -> None:
         pass
+
+    def step_key(self):
+        return None
 
     def per_step_overrides(self) -> list[str]:
         """Names of the per-step methods this class overrides."""

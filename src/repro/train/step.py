@@ -7,7 +7,8 @@ compile     the model through torch.compile (inductor): fused element-wise ops, 
 cudagraph   the whole step captured once as a CUDA graph and replayed: one launch per step. The
             first ``warmup_steps`` steps run eagerly on a side stream (cuDNN autotuning, lazy
             optimiser state, compilation), as the CUDA-graph documentation requires.
-Modes combine ("compile+cudagraph"). If compilation or capture fails, the step falls back to the
+Modes combine ("compile+cudagraph"). Hooks with phases change ``hooks.step_key()`` between epochs;
+the step is then warmed up and captured again (``captures`` counts them). If compilation or capture fails, the step falls back to the
 next simpler mode and records why in ``notes``; the same batches and learning rates are used in
 every mode.
 
@@ -66,7 +67,9 @@ class TrainStep:
         self.notes: list[str] = []
         self.loss_sum = torch.zeros((), device=self.device)
         self.correct = torch.zeros((), device=self.device, dtype=torch.int64)
-        self.calls = 0
+        self.calls = 0  # since the last (re)start of warm-up
+        self.captures = 0
+        self.graph_key = None
         self.graph: torch.cuda.CUDAGraph | None = None
         self.static_x = self.static_y = None
 
@@ -123,10 +126,13 @@ class TrainStep:
             torch.cuda.synchronize()
             return False
         self.graph = graph
+        self.captures += 1
         return True
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """One step on batch (x, y); every call must use the same shapes when cuda_graph is on."""
+        if self.cuda_graph and self.hooks.step_key() != self.graph_key:
+            self.graph_key, self.graph, self.calls = self.hooks.step_key(), None, 0  # new phase: warm up, capture
         if not self.cuda_graph:
             self._eager(x, y)
         elif self.calls < self.warmup_steps:
