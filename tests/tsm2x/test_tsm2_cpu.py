@@ -333,6 +333,9 @@ def test_summarize_r_metrics():
     m = bench.summarize(df, "r")
     f32 = df[df.dtype == "float32"]
     assert m["geomean_speedup_fp32"] == pytest.approx(math.exp(np.log(f32.speedup).mean()))
+    # the roofline bound: a kernel at exactly the copy ceiling (cuBLAS here runs at 2.5 of 4.18 TB/s +-20%)
+    assert m["roofline_speedup_geomean_fp32"] == pytest.approx(math.exp(np.log(1 / f32.bw_frac_cublas).mean()))
+    assert 1.4 < m["roofline_speedup_geomean_fp32"] < 1.95
     assert m["min_speedup_fp64"] == pytest.approx(df[df.dtype == "float64"].speedup.min())
     assert m["n_points"] == len(df) and m["n_fallback"] == 2 and m["n_incorrect"] == 0
     assert m["mean_bw_gain_vs_cublas"] == pytest.approx((df.gbps_dispatch / df.gbps_cublas).mean() - 1)
@@ -345,6 +348,7 @@ def test_summarize_l_metrics_and_no_large_points():
     m = bench.summarize(df, "l")
     assert m["geomean_speedup"] == pytest.approx(math.exp(np.log(df.speedup).mean()))
     assert m["min_speedup"] == pytest.approx(df.speedup.min())
+    assert m["roofline_speedup_geomean"] == pytest.approx(math.exp(np.log(1 / df.bw_frac_cublas).mean()))
     assert "geomean_speedup_fp32" in m and "geomean_speedup_fp64" in m
     small = bench.summarize(df[df.m == 10_000].assign(ok=[True, False] * 4), "l")
     assert "min_bw_frac_large" not in small and small["n_incorrect"] == 4

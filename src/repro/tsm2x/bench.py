@@ -169,6 +169,9 @@ def summarize(df: pd.DataFrame, kind: str) -> dict[str, float]:
             metrics[f"min_speedup_{tag}"] = float(d["speedup"].min())
             metrics[f"geomean_speedup_kernel_{tag}"] = _geomean(d["speedup_kernel"])
             metrics[f"max_err_{tag}"] = float(d["err_ours"].max())
+            if d["bw_frac_cublas"].notna().all():
+                # the speedup a kernel at exactly the copy ceiling would get: 1 / cuBLAS's fraction of it
+                metrics[f"roofline_speedup_geomean_{tag}"] = _geomean(1 / d["bw_frac_cublas"])
     if kind == "r":
         metrics["mean_bw_gain_vs_cublas"] = float((df["gbps_dispatch"] / df["gbps_cublas"]).mean() - 1)
         metrics["mean_bw_gain_vs_cublas_kernel"] = float((df["gbps_ours"] / df["gbps_cublas"]).mean() - 1)
@@ -176,6 +179,8 @@ def summarize(df: pd.DataFrame, kind: str) -> dict[str, float]:
         metrics["geomean_speedup"] = _geomean(df["speedup"])
         metrics["min_speedup"] = float(df["speedup"].min())
         metrics["geomean_speedup_kernel"] = _geomean(df["speedup_kernel"])
+        if df["bw_frac_cublas"].notna().all():
+            metrics["roofline_speedup_geomean"] = _geomean(1 / df["bw_frac_cublas"])
     large = df[(df["bytes"] >= LARGE_BYTES) & df["bw_frac_dispatch"].notna()]
     if len(large):  # absent (not NaN) when no point is large or the copy ceiling is unknown
         metrics["min_bw_frac_large"] = float(large["bw_frac_dispatch"].min())
