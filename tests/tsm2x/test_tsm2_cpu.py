@@ -49,8 +49,13 @@ def test_tsm2l_variants_match_cu_instantiations():
         tn, ctype, kp, n, tpb, v, g = [a.strip() for a in args.split(",")]
         assert ctype == {"f32": "float", "f64": "double"}[tn]
         names.append(f"tsm2l_{tn}_k{kp}_n{n}_t{tpb}_v{v}_g{g}")
-    assert len(names) == len(set(names)) == len(tsm2.TSM2L_VARIANTS) > 0
-    assert set(names) == {v.name for v in tsm2.TSM2L_VARIANTS}
+    for args in _instantiated("tsm2l", "TSM2L_STREAM_VARIANT"):
+        tn, ctype, kp, n, tpb, v = [a.strip() for a in args.split(",")]
+        assert ctype == {"f32": "float", "f64": "double"}[tn]
+        names.append(f"tsm2l_{tn}_k{kp}_n{n}_t{tpb}_v{v}_stream")
+    assert len(names) == len(set(names)) > 0
+    assert set(names) == {v.kernel for v in tsm2.TSM2L_VARIANTS}
+    assert len({v.name for v in tsm2.TSM2L_VARIANTS}) == len(tsm2.TSM2L_VARIANTS)
 
 
 def test_every_vector_width_has_a_load_overload():
@@ -89,6 +94,9 @@ def test_grid_covers_all_rows():
     assert v.grid(128) == (1, 4, 1) and v.grid(129) == (2, 4, 1)
     lv = tsm2.VARIANTS["tsm2l_f32_k4_n4_t128_v4_g2"]
     assert lv.rows_per_block == 1024 and lv.grid(10**7) == (math.ceil(10**7 / 1024), 1, 1)
+    sv = tsm2.VARIANTS["tsm2l_f32_k4_n4_t256_v4_p8"]  # grid-stride: at most 8 blocks per SM
+    assert sv.kernel == "tsm2l_f32_k4_n4_t256_v4_stream"
+    assert sv.grid(10**7, sms=132) == (8 * 132, 1, 1) and sv.grid(1000, sms=132) == (1, 1, 1)
 
 
 # ---- operand checks with fake device arrays --------------------------------------------------------

@@ -84,7 +84,9 @@ def test_tsm2r_variant_matches_fp64_reference(name, kernels_dir):
 @pytest.mark.parametrize("name", [v.name for v in tsm2.TSM2L_VARIANTS])
 def test_tsm2l_variant_matches_fp64_reference(name, kernels_dir):
     v = tsm2.VARIANTS[name]
-    for m, ld in ((1001, None), (4099, 4100), (65536, None)):
+    # grid-stride variants: also m past one sweep of the grid (132 SMs x 8 blocks x 256 x 4 rows)
+    shapes = ((1001, None), (4099, 4100), (65536, None)) + (((1_200_001, None),) if v.persist else ())
+    for m, ld in shapes:
         for k in sorted({PREV[v.k] + 1, v.k}):
             for n in range(PREV[v.n] + 1, v.n + 1):
                 A, B = colmajor(m, k, _dtype(v), ld, seed=m + k), colmajor(k, n, _dtype(v), seed=n)

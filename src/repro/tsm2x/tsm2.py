@@ -46,9 +46,10 @@ DEFAULT_SMS = 132  # H200; used only when the device cannot be asked
 
 @dataclass(frozen=True)
 class Variant:
-    """One compiled kernel: kind 'r' or 'l', dtype 'f32'/'f64', instantiated N (and K for TSM2L),
-    threads per block, rows per thread per vector load (vec), k split across a cluster (TSM2R)
-    or row groups per thread (TSM2L)."""
+    """One kernel launch configuration: kind 'r' or 'l', dtype 'f32'/'f64', instantiated N (and K for
+    TSM2L), threads per block, rows per thread per vector load (vec), k split across a cluster
+    (TSM2R) or row groups per thread (TSM2L); for the grid-stride TSM2L kernel, ``persist`` blocks
+    per SM (one kernel serves every ``persist``)."""
 
     kind: str
     dtype: str
@@ -58,19 +59,31 @@ class Variant:
     split: int = 1
     k: int = 0
     groups: int = 1
+    persist: int = 0
 
     @property
     def name(self) -> str:
         if self.kind == "r":
             return f"tsm2r_{self.dtype}_n{self.n}_t{self.threads}_v{self.vec}_s{self.split}"
-        return f"tsm2l_{self.dtype}_k{self.k}_n{self.n}_t{self.threads}_v{self.vec}_g{self.groups}"
+        tail = f"p{self.persist}" if self.persist else f"g{self.groups}"
+        return f"tsm2l_{self.dtype}_k{self.k}_n{self.n}_t{self.threads}_v{self.vec}_{tail}"
+
+    @property
+    def kernel(self) -> str:
+        """The extern "C" function this variant launches."""
+        if self.persist:
+            return f"tsm2l_{self.dtype}_k{self.k}_n{self.n}_t{self.threads}_v{self.vec}_stream"
+        return self.name
 
     @property
     def rows_per_block(self) -> int:
         return self.threads * self.vec * self.groups
 
-    def grid(self, m: int) -> tuple[int, int, int]:
-        return (math.ceil(m / self.rows_per_block), self.split, 1)
+    def grid(self, m: int, sms: int = DEFAULT_SMS) -> tuple[int, int, int]:
+        blocks = math.ceil(m / self.rows_per_block)
+        if self.persist:
+            blocks = min(blocks, self.persist * sms)
+        return (max(blocks, 1), self.split, 1)
 
 
 def _tsm2r_variants() -> list[Variant]:
@@ -81,9 +94,12 @@ def _tsm2r_variants() -> list[Variant]:
 
 def _tsm2l_variants() -> list[Variant]:
     vec = {"f32": 4, "f64": 2}
-    return [Variant("l", dt, n, t, v, k=kp, groups=g)
-            for dt, v in vec.items() for kp in SIZES for n in SIZES
-            for t, g in ((128, 1), (256, 1), (128, 2)) if not (g == 2 and kp > 8)]
+    one_shot = [Variant("l", dt, n, t, v, k=kp, groups=g)
+                for dt, v in vec.items() for kp in SIZES for n in SIZES
+                for t, g in ((128, 1), (256, 1), (128, 2)) if not (g == 2 and kp > 8)]
+    stream = [Variant("l", dt, n, 256, v, k=kp, persist=p)
+              for dt, v in vec.items() for kp in SIZES for n in SIZES for p in (4, 8)]
+    return one_shot + stream
 
 
 TSM2R_VARIANTS: list[Variant] = _tsm2r_variants()
@@ -125,7 +141,8 @@ def default_variant(kind: str, dtype: str, m: int, k: int, n: int, sms: int = DE
     before timing it: on the H200 they gave wrong results on some shapes whose last row block is
     partial (docs/gpu-notes.md, TSM2R v1), a fault not yet found.
     """
-    cands = [v for v in candidates(kind, dtype, k, n) if v.threads == 128 and v.groups == 1 and v.split == 1]
+    cands = [v for v in candidates(kind, dtype, k, n)
+             if v.threads == 128 and v.groups == 1 and v.split == 1 and not v.persist]
     widest = max(v.vec for v in cands)
     return next(v for v in cands if v.vec == widest)
 
@@ -304,7 +321,13 @@ def kernel_function(variant: Variant, kernels_dir: Path | None = None):
     key = (str(path.resolve()), cupy.cuda.runtime.getDevice())
     if key not in _MODULES:
         _MODULES[key] = cupy.RawModule(path=str(path))
-    return _MODULES[key].get_function(variant.name)
+    return _MODULES[key].get_function(variant.kernel)
+
+
+def sm_count(device: int) -> int:
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceProperties(device)["multiProcessorCount"]
 
 
 def launch_stream(torch_operands: bool, device: int):
@@ -377,7 +400,7 @@ def prepare(kind: str, A: Any, B: Any, out: Any = None, variant: str | Variant |
             np.uint64(a.ptr), np.int64(prob.lda), np.uint64(b.ptr), np.int64(b.row_stride), np.int64(b.col_stride),
             np.uint64(c.ptr), np.int64(prob.ldc),
             np.int32(prob.vec_ok(a, prob.lda, variant.vec)), np.int32(c_vector_stores(prob, variant)))
-    grid, block = variant.grid(prob.m), (variant.threads, 1, 1)
+    grid, block = variant.grid(prob.m, sm_count(device)), (variant.threads, 1, 1)
 
     def launch() -> None:
         with cupy.cuda.Device(device), launch_stream(a.lib == "torch", device):
