@@ -134,4 +134,17 @@ __device__ __forceinline__ void column(T (&out)[V], const T (&acc)[V][N], int j)
   for (int r = 0; r < V; ++r) out[r] = acc[r][j];
 }
 
+// Store the thread's V x N block at rows [i0, i0 + rows) of C (column-major, columns past n skipped).
+template <typename T, int V, int N, typename Index>
+__device__ __forceinline__ void store_block(T* C, Index i0, long long ldc, const T (&acc)[V][N], int n, bool vec,
+                                            int rows) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) {  // constant j: acc stays in registers
+    if (j >= n) break;
+    T col[V];
+    column<T, V, N>(col, acc, j);
+    store_rows<T, V>(C + i0 + (long long)j * ldc, col, vec, rows);
+  }
+}
+
 }  // namespace tsm2

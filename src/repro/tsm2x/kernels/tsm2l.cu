@@ -49,8 +49,8 @@ __device__ __forceinline__ void tsm2l(int m, int n, int k, const T* __restrict__
     fma_tile<T, KP, V, N>(acc, a[g], Bs);
     if (rows > 0) {
 #pragma unroll
-      for (int j = 0; j < N; ++j) {  // constant j: acc stays in registers
-        if (j >= n) break;
+      for (int j = 0; j < N; ++j) {  // constant j: acc stays in registers; not store_block: the
+        if (j >= n) break;           // compiler schedules the G-group loop differently with it
         T col[V];
         column<T, V, N>(col, acc, j);
         store_rows<T, V>(C + i0 + (long long)j * ldc, col, c_vec, rows);
@@ -89,14 +89,7 @@ __device__ __forceinline__ void tsm2l_stream(int m, int n, int k, const T* __res
 #pragma unroll
       for (int j = 0; j < N; ++j) acc[r][j] = T(0);
     fma_tile<T, KP, V, N>(acc, a, Bs);
-    const int rows = (int)min((long long)V, (long long)m - i0);
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-      if (j >= n) break;
-      T col[V];
-      column<T, V, N>(col, acc, j);
-      store_rows<T, V>(C + i0 + (long long)j * ldc, col, c_vec, rows);
-    }
+    store_block<T, V, N>(C, i0, ldc, acc, n, c_vec, (int)min((long long)V, (long long)m - i0));
 #pragma unroll
     for (int c = 0; c < KP; ++c)
 #pragma unroll

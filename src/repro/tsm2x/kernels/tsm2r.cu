@@ -93,15 +93,7 @@ __device__ __forceinline__ void tsm2r(int m, int n, int k, const T* __restrict__
   }
 
   if constexpr (S == 1) {
-    if (rows > 0) {
-#pragma unroll
-      for (int j = 0; j < N; ++j) {  // constant j: acc stays in registers
-        if (j >= n) break;
-        T col[V];
-        column<T, V, N>(col, acc, j);
-        store_rows<T, V>(C + i0 + (long long)j * ldc, col, c_vec, rows);
-      }
-    }
+    if (rows > 0) store_block<T, V, N>(C, i0, ldc, acc, n, c_vec, rows);
   } else {
     // Partial sums -> own shared memory as red[j * RB + local row] (column-major tile).
     __syncthreads();  // the B stage is being reused
