@@ -74,22 +74,23 @@ __device__ __forceinline__ void tsm2l_stream(int m, int n, int k, const T* __res
                                              const T* __restrict__ B, long long ldb_k, long long ldb_n,
                                              T* __restrict__ C, long long ldc, int a_vec, int c_vec) {
   __shared__ __align__(16) T Bs[KP * N];
-  const long long stride = (long long)gridDim.x * TPB * V;
-  long long i0 = (long long)blockIdx.x * TPB * V + (long long)threadIdx.x * V;
+  // 32-bit row indices: m < 2^31 and the stride < 2^21, so i0 + stride < 2^32 never wraps
+  const unsigned stride = gridDim.x * TPB * V;
+  unsigned i0 = blockIdx.x * TPB * V + threadIdx.x * V;
   T a[KP][V];
   load_tile<T, KP, V>(a, A, lda, i0, m, k, a_vec);  // in flight while B is staged
   stage_b<T, N, KP, TPB>(Bs, B, ldb_k, ldb_n, 0, k, n);
   __syncthreads();
-  for (; i0 < m; i0 += stride) {  // no barrier inside: threads may leave at different times
+  for (; i0 < (unsigned)m; i0 += stride) {  // no barrier inside: threads may leave at different times
     T next[KP][V];
-    load_tile<T, KP, V>(next, A, lda, i0 + stride, m, k, a_vec);
+    load_tile<T, KP, V>(next, A, lda, (long long)i0 + stride, m, k, a_vec);
     T acc[V][N];
 #pragma unroll
     for (int r = 0; r < V; ++r)
 #pragma unroll
       for (int j = 0; j < N; ++j) acc[r][j] = T(0);
     fma_tile<T, KP, V, N>(acc, a, Bs);
-    store_block<T, V, N>(C, i0, ldc, acc, n, c_vec, (int)min((long long)V, (long long)m - i0));
+    store_block<T, V, N>(C, i0, ldc, acc, n, c_vec, (int)min((long long)V, (long long)m - (long long)i0));
 #pragma unroll
     for (int c = 0; c < KP; ++c)
 #pragma unroll
