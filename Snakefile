@@ -20,6 +20,8 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/baseline.smk"
 include: "workflow/rules/tsm2x.smk"
 include: "workflow/rules/clicktrain.smk"
+include: "workflow/rules/superneurons.smk"
+include: "workflow/rules/comet.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -1,0 +1,158 @@
+"""Figures of the COMET experiments (seaborn): compressor throughput and ratio; per training arm
+the accuracy curve, per-layer compression and (adaptive) the error bounds chosen over training;
+across arms memory against accuracy; our ratios against SZ3's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+MIB = 2**20
+
+
+def _record(run_dir: Path) -> dict:
+    path = Path(run_dir) / "record.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _subtitle(record: dict) -> str:
+    prov = record.get("provenance", {})
+    parts = [prov.get("gpu_name") or record.get("device", ""), record.get("scale") and f"{record['scale']} scale"]
+    return ", ".join(p for p in parts if p)
+
+
+def compressor_bench(run_dir: Path) -> Figure:
+    """GB/s of compress and decompress per case, with the copy and naive-quantise lines; ratio per case."""
+    run_dir = Path(run_dir)
+    bench = pd.read_csv(run_dir / "bench.csv")
+    record = _record(run_dir)
+    metrics = record.get("metrics", {})
+    sns.set_theme(style="whitegrid", context="paper")
+    bench["case"] = bench.kind + "\neb=" + bench.eb.map("{:g}".format)
+    speed = bench.melt(id_vars=["case"], value_vars=["compress_gbps", "decompress_gbps"], var_name="direction",
+                       value_name="GB/s")
+    speed["direction"] = speed.direction.str.replace("_gbps", "")
+    fig = Figure(figsize=(11, 4))
+    ax, rx = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
+    sns.barplot(data=speed, x="case", y="GB/s", hue="direction", ax=ax)
+    for key, label, color in (("copy_gbps", "device copy", "black"), ("torch_quantize_gbps", "naive torch quantise",
+                                                                         "firebrick")):
+        if key in metrics:
+            ax.axhline(metrics[key], color=color, ls="--", lw=1, label=f"{label} {metrics[key]:.0f}")
+    ax.axhline(1000, color="grey", ls=":", lw=1, label="target 1000")
+    ax.set(title="throughput (input bytes / time)", xlabel="")
+    ax.legend(fontsize=7)
+    sns.barplot(data=bench, x="case", y="ratio", ax=rx, color="tab:green")
+    for i, row in enumerate(bench.itertuples()):
+        rx.annotate(f"err/eb {row.max_err_over_eb:.3f}", (i, row.ratio), ha="center", va="bottom", fontsize=7)
+    rx.set(title="compression ratio", xlabel="")
+    fig.suptitle(f"COMET compressor on {int(bench['values'].iloc[0]) * 4 / MIB:.0f} MiB of float32 activations\n"
+                 f"{_subtitle(record)}; {record.get('tags', {}).get('backend', '')}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def train_arm(run_dir: Path) -> Figure:
+    """Test top-1 per epoch; stored vs raw bytes per layer in the probe step; eb over steps (adaptive)."""
+    run_dir = Path(run_dir)
+    record = _record(run_dir)
+    epochs = pd.read_csv(run_dir / "epochs.csv")
+    layers = pd.read_csv(run_dir / "layers.csv")
+    decisions = run_dir / "decisions.csv"
+    sns.set_theme(style="whitegrid", context="paper")
+    panels = 3 if decisions.is_file() else 2
+    fig = Figure(figsize=(5 * panels, 4))
+    axes = fig.subplots(1, panels)
+    sns.lineplot(data=epochs, x="epoch", y="test_top1", marker="o", ax=axes[0])
+    axes[0].set(ylabel="test top-1 (%)", title=f"final {epochs.test_top1.iloc[-1]:.2f}%")
+    big = layers.sort_values("raw_bytes", ascending=False).head(24)
+    long = big.melt(id_vars=["layer"], value_vars=["raw_bytes", "stored_bytes"], var_name="", value_name="bytes")
+    long["MiB"] = long.bytes / MIB
+    sns.barplot(data=long, y="layer", x="MiB", hue="", ax=axes[1], orient="h")
+    m = record.get("metrics", {})
+    axes[1].set(title=f"saved activations, probe step (ratio {m.get('act_ratio', float('nan')):.2f}x)", ylabel="")
+    axes[1].tick_params(axis="y", labelsize=6)
+    if panels == 3:
+        d = pd.read_csv(decisions)
+        sns.lineplot(data=d, x="step", y="eb_new", hue="rule", estimator="median", errorbar=("pi", 80), ax=axes[2])
+        axes[2].set(yscale="log", ylabel="eb (median over layers, 10-90%)", title="adaptive error bounds")
+    fig.suptitle(f"{record.get('experiment', run_dir.name)}: {record.get('tags', {}).get('model', '')} "
+                 f"method {record.get('tags', {}).get('method', '')}\n{_subtitle(record)}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def sz3_reference(run_dir: Path) -> Figure:
+    """Total ratio of ours and SZ3 per error bound; per-tensor ratios."""
+    run_dir = Path(run_dir)
+    record = _record(run_dir)
+    table = pd.read_csv(run_dir / "sz3.csv")
+    sns.set_theme(style="whitegrid", context="paper")
+    codecs = ["ours"] + (["sz3"] if "sz3_bytes" in table else [])
+    totals = pd.DataFrame([dict(eb=eb, codec=c, ratio=g.raw_bytes.sum() / g[f"{c}_bytes"].sum())
+                           for eb, g in table.groupby("eb") for c in codecs])
+    per_tensor = pd.DataFrame([dict(tensor=r.tensor, eb=r.eb, codec=c, ratio=r.raw_bytes / getattr(r, f"{c}_bytes"))
+                               for r in table.itertuples() for c in codecs])
+    fig = Figure(figsize=(11, 4))
+    ax, tx = fig.subplots(1, 2)
+    sns.barplot(data=totals, x="eb", y="ratio", hue="codec", ax=ax)
+    ax.set(title="all saved activations", xlabel="absolute error bound")
+    sns.lineplot(data=per_tensor, x="tensor", y="ratio", hue="codec", style="eb", ax=tx)
+    tx.set(yscale="log", title="per saved tensor (forward order)")
+    fig.suptitle(f"ours vs SZ3 on dumped activations ({record.get('tags', {}).get('sz3', '')})\n{_subtitle(record)}",
+                 fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def compare(run_dir: Path) -> Figure:
+    """Activation memory and top-1 per arm."""
+    run_dir = Path(run_dir)
+    record = _record(run_dir)
+    arms = pd.read_csv(run_dir / "arms.csv")
+    arms["act MiB"] = arms.act_mem_bytes / MIB
+    sns.set_theme(style="whitegrid", context="paper")
+    fig = Figure(figsize=(11, 4))
+    ax, tx = fig.subplots(1, 2)
+    sns.barplot(data=arms, x="arm", y="act MiB", ax=ax, color="tab:blue")
+    for i, (mib, reduction) in enumerate(zip(arms["act MiB"], arms.mem_reduction)):
+        ax.annotate(f"{reduction:.1f}x", (i, mib), ha="center", va="bottom", fontsize=8)
+    ax.set(title="activation memory of one training step", xlabel="")
+    sns.barplot(data=arms, x="arm", y="final_top1", ax=tx, color="tab:orange")
+    lo = arms.final_top1.min()
+    tx.set(ylim=(max(0, lo - 5), arms.final_top1.max() + 1), title="final test top-1 (%)", xlabel="")
+    m = record.get("metrics", {})
+    fig.suptitle(f"COMET vs uncompressed and ActNN 2-bit: reduction {m.get('mem_reduction', float('nan')):.2f}x, "
+                 f"vs ActNN {m.get('vs_actnn', float('nan')):.2f}x, top-1 loss {m.get('top1_loss', float('nan')):.2f}\n"
+                 f"{_subtitle(record)}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def max_batch(run_dir: Path) -> Figure:
+    """Memory of each probed training step against its batch, per method, with the cap."""
+    run_dir = Path(run_dir)
+    record = _record(run_dir)
+    probes = pd.read_csv(run_dir / "probes.csv")
+    probes["MiB"] = probes.step_bytes / MIB
+    sns.set_theme(style="whitegrid", context="paper")
+    fig = Figure(figsize=(7, 4))
+    ax = fig.subplots()
+    sns.scatterplot(data=probes[probes.MiB < float("inf")], x="batch", y="MiB", hue="method", style="fits", ax=ax)
+    cap = record.get("params", {}).get("cap_mib")
+    if cap:
+        ax.axhline(cap, color="grey", ls="--", lw=1, label=f"cap {cap} MiB")
+    m = record.get("metrics", {})
+    best = ", ".join(f"{k.removeprefix('max_batch_')} {v:.0f}" for k, v in m.items() if k.startswith("max_batch_"))
+    ax.set(xscale="log", yscale="log", title=f"largest batch: {best}")
+    ax.legend(fontsize=7)
+    fig.suptitle(f"{record.get('tags', {}).get('model', '')} training step memory\n{_subtitle(record)}", fontsize=9)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,134 @@
+"""The GPU codec: the format of :mod:`repro.comet.codec`, on torch CUDA tensors, without copies.
+
+    c = compress(t, eb)          # t: float32 CUDA tensor (any shape; flattened in memory order)
+    flat = decompress(c)         # float32 CUDA tensor of c.n values, each within eb of t
+
+Kernels (kernels/comet_codec.cu) run on torch's current stream, from the cubin that the
+pipeline's kernel build makes (`kernels_dir` argument, else $REPRO_KERNELS_DIR, else
+results/build/kernels). compress() makes three launches and one host sync: it reads the total
+payload size (and the NaN/Inf flag) so that the payload is allocated at its true size and the
+input's memory is really freed once the caller drops it. That sync costs a round trip (~10-20 us)
+and drains the stream, which matters in training (one per saved activation).
+Transient memory: 24 bytes per 1024-value block (sizes, offsets) during a call.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from repro.build_kernels import cubin_path
+from repro.comet.codec import BLOCK, Compressed, check_eb, nblocks, step_of
+from repro.tsm2x.tsm2 import default_kernels_dir, launch_stream
+
+WARPS_PER_CTA = 8
+_MODULES: dict = {}
+
+
+def _functions(device: int, kernels_dir: Path | None):
+    import cupy
+
+    path = cubin_path(Path(kernels_dir) if kernels_dir is not None else default_kernels_dir(), "comet_codec")
+    key = (str(path.resolve()), device)
+    if key not in _MODULES:
+        with cupy.cuda.Device(device):
+            module = cupy.RawModule(path=str(path))
+            _MODULES[key] = {name: module.get_function(name) for name in ("comet_widths", "comet_pack", "comet_unpack")}
+    return _MODULES[key]
+
+
+def _grid(nb: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    return (-(-nb // WARPS_PER_CTA), 1, 1), (32 * WARPS_PER_CTA, 1, 1)
+
+
+def flat_input(t):
+    """t as a flat float32 CUDA tensor in memory order (a view when dense), or ValueError."""
+    import torch
+
+    if not isinstance(t, torch.Tensor) or t.device.type != "cuda":
+        raise ValueError(f"the GPU codec takes a torch CUDA tensor, got {type(t).__name__} on "
+                         f"{getattr(t, 'device', 'host')}")
+    if t.dtype != torch.float32:
+        raise ValueError(f"the compressor takes float32 data, got {t.dtype}")
+    flat = t.reshape(-1) if t.is_contiguous() else t.contiguous().reshape(-1)
+    if flat.data_ptr() % 16:
+        flat = flat.clone()  # float4 loads need 16-byte alignment
+    return flat
+
+
+def _launch(fn, device: int, grid, block, args) -> None:
+    import cupy
+
+    with cupy.cuda.Device(device), launch_stream(True, device):
+        fn(grid, block, args)
+
+
+def compress(t, eb: float, kernels_dir: Path | None = None) -> Compressed:
+    """Compress a float32 CUDA tensor (flattened in memory order; see flat_input)."""
+    import torch
+
+    flat = flat_input(t)
+    eb32 = check_eb(eb)
+    n, device = flat.numel(), flat.device
+    nb = nblocks(n)
+    widths = torch.empty(nb, dtype=torch.uint8, device=device)
+    anchors = torch.empty(nb, dtype=torch.int32, device=device)
+    if n == 0:
+        return Compressed(n=0, eb=float(eb32), widths=widths, anchors=anchors,
+                          payload=torch.empty(0, dtype=torch.int32, device=device))
+    fns = _functions(device.index, kernels_dir)
+    nonfinite = torch.zeros(1, dtype=torch.int32, device=device)
+    grid, block = _grid(nb)
+    step = step_of(eb32)
+    _launch(fns["comet_widths"], device.index, grid, block,
+            (np.uint64(flat.data_ptr()), np.int64(n), np.float32(step), np.float64(eb32),
+             np.uint64(widths.data_ptr()), np.uint64(anchors.data_ptr()), np.uint64(nonfinite.data_ptr()),
+             np.int64(nb)))
+    sizes = widths.to(torch.int64) * 32
+    ends = torch.cumsum(sizes, 0)
+    total, bad = torch.stack([ends[-1], nonfinite[0].to(torch.int64)]).tolist()  # the one host sync
+    if bad:
+        count = int((~torch.isfinite(flat)).sum())
+        raise ValueError(f"cannot compress non-finite values: {count} NaN/Inf in a tensor of {n}")
+    offsets = ends - sizes
+    payload = torch.empty(total, dtype=torch.int32, device=device)
+    _launch(fns["comet_pack"], device.index, grid, block,
+            (np.uint64(flat.data_ptr()), np.int64(n), np.float32(step), np.float64(eb32),
+             np.uint64(widths.data_ptr()), np.uint64(offsets.data_ptr()), np.uint64(payload.data_ptr()), np.int64(nb)))
+    return Compressed(n=n, eb=float(eb32), widths=widths, anchors=anchors, payload=payload)
+
+
+def decompress(c: Compressed, out=None, kernels_dir: Path | None = None):
+    """The c.n float32 values as a flat CUDA tensor (written into ``out`` if given)."""
+    import torch
+
+    device = c.widths.device
+    nb = nblocks(c.n)
+    if c.widths.numel() != nb or c.anchors.numel() != nb:
+        raise ValueError(f"corrupt stream: {c.widths.numel()} block widths and {c.anchors.numel()} anchors for "
+                         f"n = {c.n} ({nb} blocks)")
+    if out is None:
+        out = torch.empty(c.n, dtype=torch.float32, device=device)
+    elif out.dtype != torch.float32 or not out.is_contiguous() or out.numel() != c.n or out.data_ptr() % 16:
+        raise ValueError(f"out must be a contiguous, 16-byte aligned float32 tensor of {c.n} values")
+    if c.n == 0:
+        return out
+    fns = _functions(device.index, kernels_dir)
+    sizes = c.widths.to(torch.int64) * 32
+    offsets = torch.cumsum(sizes, 0) - sizes
+    grid, block = _grid(nb)
+    _launch(fns["comet_unpack"], device.index, grid, block,
+            (np.uint64(c.payload.data_ptr()), np.uint64(c.widths.data_ptr()), np.uint64(c.anchors.data_ptr()),
+             np.uint64(offsets.data_ptr()),
+             np.float32(step_of(np.float32(c.eb))), np.uint64(out.data_ptr()), np.int64(c.n), np.int64(nb)))
+    return out
+
+
+def to_cpu(c: Compressed) -> Compressed:
+    """The same stream with NumPy arrays (for codec.decompress and stream comparisons)."""
+    return Compressed(n=c.n, eb=c.eb, widths=c.widths.cpu().numpy(), anchors=c.anchors.cpu().numpy(),
+                      payload=c.payload.cpu().numpy().view(np.uint32))
+
+
+__all__ = ["BLOCK", "compress", "decompress", "flat_input", "to_cpu"]

@@ -1,0 +1,139 @@
+"""The training arms the SuperNeurons experiments compare, each one SGD step on a batch:
+
+plain        PyTorch as is: autograd keeps every saved tensor, torch.optim.SGD after backward.
+checkpoint   torch.utils.checkpoint.checkpoint_sequential over the units, sqrt(units) segments,
+             use_reentrant=False; torch.optim.SGD.
+save_on_cpu  torch.autograd.graph.save_on_cpu(pin_memory=True): every saved tensor to the host.
+ours         the SuperNeurons runtime (recompute="auto", pool on, budget from the memory cap) and
+             SGDInBackward (gradients freed as soon as they are applied).
+The peak-memory ablation adds the runtime in four configurations (see RUNTIME_CONFIGS):
+liveness (gradient liveness only: PyTorch already frees activations after their last use),
+pool (+ saved activations through the tensor pool), recompute (+ every segment recomputed,
+checkpoints resident), all (recompute + checkpoints through the pool).
+
+Static memory (what persists between steps: parameters, optimizer state, and for torch.optim the
+gradients, which stay until the next zero_grad) is measured after a step; dynamic = peak - static.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint_sequential
+
+from repro.superneurons.liveness import (UnitProfile, flatten_units, largest_working_set, param_bytes,
+                                         plain_dynamic_estimate)
+from repro.superneurons.runtime import RuntimeConfig, SuperNeuronsModel
+from repro.superneurons.sgd_in_backward import SGDInBackward
+
+BASELINE_ARMS = ("plain", "checkpoint", "save_on_cpu")
+ARMS = BASELINE_ARMS + ("ours",)
+PEAK_CONFIGS = ("plain", "liveness", "pool", "recompute", "all")
+PINNED_ROUNDING = 1.33
+
+
+def runtime_config(name: str, memory_budget_bytes: float | None, pool_budget_bytes: float | None,
+                   lookahead: int, max_inflight_bytes: float) -> RuntimeConfig:
+    """The runtime configuration of an arm / ablation step (not plain or the baselines)."""
+    pool = dict(pool=True, prefetch_lookahead=lookahead, max_inflight_bytes=max_inflight_bytes)
+    if name == "ours":
+        return RuntimeConfig(recompute="auto", memory_budget_bytes=memory_budget_bytes, **pool)
+    if name == "liveness":
+        return RuntimeConfig(recompute="off", pool=False)
+    if name == "pool":
+        return RuntimeConfig(recompute="off", pool_budget_bytes=pool_budget_bytes, **pool)
+    if name == "recompute":
+        return RuntimeConfig(recompute="all", pool=False)
+    if name == "all":
+        return RuntimeConfig(recompute="all", pool_budget_bytes=pool_budget_bytes, **pool)
+    raise ValueError(f"unknown arm {name!r}; known: {', '.join(ARMS + PEAK_CONFIGS)}")
+
+
+@dataclass
+class Optim:
+    lr: float = 0.01
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+
+
+class Arm:
+    """One arm on one model: ``step(x, y)`` runs forward, backward and the SGD update."""
+
+    def __init__(self, name: str, model: nn.Module, optim: Optim, *, memory_budget_bytes: float | None = None,
+                 pool_budget_bytes: float | None = None, lookahead: int = 2, momentum_on_host: bool = False,
+                 max_inflight_bytes: float = 512 * 2**20):
+        self.name, self.model = name, model
+        self.runtime: SuperNeuronsModel | None = None
+        self.sgd: SGDInBackward | None = None
+        self.optimizer = None
+        self.units = flatten_units(model)
+        if name in BASELINE_ARMS:
+            self.optimizer = torch.optim.SGD(model.parameters(), lr=optim.lr, momentum=optim.momentum,
+                                             weight_decay=optim.weight_decay)
+            self.segments = max(1, round(math.sqrt(len(self.units))))
+            self._flat = nn.Sequential(*[m for _, m in self.units])
+        else:
+            cfg = runtime_config(name, memory_budget_bytes, pool_budget_bytes, lookahead, max_inflight_bytes)
+            self.runtime = SuperNeuronsModel(model, cfg)
+            self.sgd = SGDInBackward(model, optim.lr, optim.momentum, optim.weight_decay,
+                                     momentum_on_host=momentum_on_host)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.runtime is not None:
+            return self.runtime(x)
+        if self.name == "checkpoint":
+            return checkpoint_sequential(self._flat, self.segments, x, use_reentrant=False)
+        if self.name == "save_on_cpu":
+            with torch.autograd.graph.save_on_cpu(pin_memory=x.is_cuda):
+                return self.model(x)
+        return self.model(x)
+
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if self.optimizer is not None:
+            self.optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.forward(x), y)
+        loss.backward()
+        if self.optimizer is not None:
+            self.optimizer.step()
+        return loss.detach()
+
+    def estimated_dynamic(self, profiles: list[UnitProfile]) -> float:
+        """Liveness-model estimate of this arm's dynamic peak (bytes), for CPU runs (no allocator)."""
+        if self.runtime is not None:
+            return float(self.runtime.plan.estimate["peak_dynamic"])
+        if self.name == "plain":
+            return float(plain_dynamic_estimate(profiles))
+        if self.name == "save_on_cpu":  # only the largest unit's working set on the device
+            return float(largest_working_set(profiles).working_set)
+        size = math.ceil(len(profiles) / self.segments)
+        chunks = [profiles[i:i + size] for i in range(0, len(profiles), size)]
+        boundaries = sum(c[0].in_bytes for c in chunks)
+        return float(boundaries + max(sum(p.saved_bytes for p in c) for c in chunks)
+                     + max(p.in_bytes + p.out_bytes for p in profiles))
+
+    def estimated_static(self) -> float:
+        """Parameters + optimizer state (+ gradients for torch.optim, which keeps them between steps)."""
+        p = param_bytes(self.model)
+        if self.optimizer is not None:
+            return 3.0 * p
+        return p + (0.0 if self.sgd.momentum_on_host else p)
+
+    def estimated_host(self, profiles: list[UnitProfile]) -> float:
+        """Pinned host bytes this arm needs: save_on_cpu every saved tensor, ours what the pool offloads
+        and momentum kept on the host; x PINNED_ROUNDING (PyTorch's pinned allocator rounds block sizes
+        up to powers of two)."""
+        if self.name == "save_on_cpu":
+            return PINNED_ROUNDING * sum(p.saved_bytes for p in profiles)
+        if self.runtime is None:
+            return 0.0
+        est = self.runtime.plan.estimate if self.runtime.plan else None
+        offloaded = (est["checkpoints"] - est["resident_checkpoints"]) if est else 0.0
+        return PINNED_ROUNDING * (offloaded + (param_bytes(self.model) if self.sgd.momentum_on_host else 0.0))
+
+    def close(self) -> None:
+        if self.sgd is not None:
+            self.sgd.remove()

@@ -1,0 +1,304 @@
+"""SuperNeurons experiments: synthetic ImageNet-shaped batches, SGD (momentum 0.9), batch 32.
+
+peak_memory  peak memory per network (AlexNet, VGG-16, ResNet-50/101/152) for plain, liveness,
+             +pool, +recompute, all (arms.py), split into static (parameters, optimizer state and
+             the gradients torch.optim keeps between steps) and dynamic, against the largest
+             single-layer working set (liveness.py). Metric peak_dynamic_over_largest_layer: the
+             largest ratio over the networks of the "all" configuration (-> sn.peak).
+depth        deepest bottleneck ResNet (stages 3:4:6:3 scaled to N blocks, 3N+5 conv layers) that
+             trains a few steps under a per-process GPU memory cap, per arm (plain,
+             checkpoint_sequential, save_on_cpu, ours); exponential then bisection search with a
+             time budget per arm; a capped search reports a lower bound and says so.
+             Metrics depth_ratio (ours / plain, -> sn.depth), max_conv_layers_ours (-> sn.resnet2500).
+throughput   images/s of the four arms at one depth all of them train under the cap, and of ours vs
+             checkpointing at the checkpointing arm's maximum depth (inputs.depth, the depth record,
+             or the parameter). Metrics speed_vs_plain (-> sn.speed), speed_vs_checkpoint.
+
+Static memory at 10x depth (why ours applies SGD inside backward and may keep momentum on the host):
+a 3:4:6:3 bottleneck ResNet with N blocks has about 1.33M x N parameters (N = 840: 1.12e9, 4.5 GB in
+fp32); parameters + gradients + momentum = 13.4 GB, over the 12 GiB cap before any activation.
+With SGDInBackward the gradients never coexist (4.5 GB + one layer's gradient), and with momentum on
+the host (probe.py: when 2 x parameters > 40% of the cap) the device holds 4.5 GB of static memory,
+leaving ~7 GiB for activations, checkpoints and working sets.
+
+On the CPU (smoke scale) no CUDA allocator measures memory: peak_memory and depth record the
+liveness model's estimates under ``est_`` keys (the claims then show not-run-here with the H200
+reference), throughput records real CPU timings of the code path.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from repro import records
+from repro.experiment import Context, Result, experiment
+from repro.superneurons.arms import ARMS, PEAK_CONFIGS
+from repro.superneurons.probe import ProbeSpec, run_isolated, run_probe
+
+GIB = 2**30
+PAPER_NETWORKS = [
+    {"name": "alexnet", "model": "alexnet"},
+    {"name": "vgg16", "model": "vgg16_imagenet"},
+    {"name": "resnet50", "model": "resnet50"},
+    {"name": "resnet101", "model": "resnet101"},
+    {"name": "resnet152", "model": "resnet152"},
+]
+
+
+@dataclass
+class BenchParams:
+    batch_size: int = 32
+    image_size: int | None = None  # None: each model's own (224; AlexNet 227)
+    num_classes: int | None = None  # None: the model's (1000)
+    lr: float = 0.01
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+    warmup: int = 1  # untimed steps per probe
+    steps: int = 2  # timed steps per probe
+    lookahead: int = 2  # checkpoints prefetched ahead in backward
+    max_inflight_bytes: float = 512 * 2**20  # offload copies in flight before forward waits for one
+    plan_fraction: float = 0.8  # share of (cap - static) the runtime plans for
+    host_fraction: float = 0.7  # share of available host memory a probe may pin
+    isolate: bool = True  # each probe in its own process (clean memory state)
+    probe_timeout_s: float = 120.0
+
+    def spec(self, arm: str, ctx: Context, **kw) -> ProbeSpec:
+        return ProbeSpec(arm=arm, batch_size=self.batch_size, image_size=self.image_size,
+                         num_classes=self.num_classes, device=ctx.device, warmup=self.warmup, steps=self.steps,
+                         lookahead=self.lookahead, max_inflight_bytes=self.max_inflight_bytes,
+                         plan_fraction=self.plan_fraction,
+                         host_fraction=self.host_fraction, lr=self.lr, momentum=self.momentum,
+                         weight_decay=self.weight_decay, seed=ctx.seed, **kw)
+
+    def probe(self, spec: ProbeSpec, ctx: Context) -> dict:
+        start = time.perf_counter()
+        result = run_isolated(spec, self.probe_timeout_s, ctx.log) if self.isolate else run_probe(spec)
+        result["wall_s"] = time.perf_counter() - start
+        return result
+
+
+def _check_arms(arms, allowed, what):
+    unknown = [a for a in arms if a not in allowed]
+    if unknown:
+        raise ValueError(f"{what}: unknown arm(s) {unknown}; allowed: {list(allowed)}")
+
+
+# ---- peak memory ------------------------------------------------------------------------------
+@dataclass
+class PeakParams(BenchParams):
+    networks: list = field(default_factory=lambda: [dict(n) for n in PAPER_NETWORKS])  # name, model, kw, image_size
+    configs: list = field(default_factory=lambda: list(PEAK_CONFIGS))
+    pool_budget_bytes: float = 0.0  # resident pool bytes of the pool / all configs (0: offload all)
+    isolate: bool = False  # uncapped: one process is fine (peaks are per allocation, reset per run)
+
+
+def _network(net: dict) -> tuple[str, str, dict, int | None]:
+    unknown = set(net) - {"name", "model", "kw", "image_size"}
+    if unknown or "model" not in net:
+        raise ValueError(f"networks entries need model (and optional name, kw, image_size); got {dict(net)}")
+    return net.get("name", net["model"]), net["model"], dict(net.get("kw") or {}), net.get("image_size")
+
+
+@experiment(params=PeakParams)
+def peak_memory(p: PeakParams, ctx: Context) -> Result:
+    _check_arms(p.configs, PEAK_CONFIGS, "configs")
+    measured = ctx.device == "cuda"
+    rows = []
+    for net in p.networks:
+        name, model, kw, size = _network(net)
+        for config in p.configs:
+            spec = p.spec(config, ctx, model=model, model_kw=kw, momentum_on_host="no",
+                          pool_budget_bytes=p.pool_budget_bytes)
+            if size is not None:
+                spec.image_size = size
+            r = p.probe(spec, ctx)
+            ctx.log.info("peak %s/%s: %s dynamic %.3g GiB (est %.3g GiB)", name, config, r["reason"],
+                         r.get("dynamic_bytes", float("nan")) / GIB, r.get("est_dynamic_bytes", float("nan")) / GIB)
+            rows.append(dict(network=name, config=config, fits=r["fits"], reason=r["reason"], measured=measured,
+                             peak_bytes=r.get("peak_bytes"), static_bytes=r.get("static_bytes"),
+                             dynamic_bytes=r.get("dynamic_bytes"), est_dynamic_bytes=r.get("est_dynamic_bytes"),
+                             est_static_bytes=r.get("est_static_bytes"),
+                             largest_working_set=r.get("largest_working_set"), step_s=r.get("step_s"),
+                             offloaded_bytes=(r.get("pool") or {}).get("offloaded_bytes", 0)))
+    table = pd.DataFrame(rows)
+    table["largest_working_set"] = table.groupby("network").largest_working_set.transform("max")
+    table["dynamic_over_largest_layer"] = table.dynamic_bytes.astype(float) / table.largest_working_set
+    table["est_dynamic_over_largest_layer"] = table.est_dynamic_bytes.astype(float) / table.largest_working_set
+    prefix, column = ("", "dynamic_over_largest_layer") if measured else ("est_", "est_dynamic_over_largest_layer")
+    metrics = {}
+    for name, rows_net in table.groupby("network", sort=False):
+        by = rows_net.set_index("config")
+        if "all" in by.index and bool(by.loc["all", "fits"]):
+            metrics[f"{prefix}ratio_all_{name}"] = float(by.loc["all", column])
+        if {"all", "plain"} <= set(by.index) and by.loc["all", "fits"] and by.loc["plain", "fits"]:
+            dyn = "dynamic_bytes" if measured else "est_dynamic_bytes"
+            metrics[f"{prefix}dynamic_reduction_{name}"] = float(by.loc["plain", dyn]) / float(by.loc["all", dyn])
+    all_rows = table[(table.config == "all") & table.fits]
+    if len(all_rows) == len(p.networks):  # the claim is over every network, so it needs every one
+        metrics[f"{prefix}peak_dynamic_over_largest_layer"] = float(all_rows[column].max())
+    return Result(metrics=metrics, tables={"peak_memory": table},
+                  tags={"memory_source": "cuda allocator" if measured else "liveness estimate (CPU)"})
+
+
+# ---- depth ------------------------------------------------------------------------------------
+@dataclass
+class DepthParams(BenchParams):
+    arms: list = field(default_factory=lambda: list(ARMS))
+    model_kw: dict = field(default_factory=dict)  # extra bottleneck_resnet arguments (e.g. width at smoke)
+    cap_gib: float = 12.0  # per-process memory cap (on the CPU: the liveness estimate's cap)
+    start_blocks: dict = field(default_factory=lambda: {"plain": 32, "checkpoint": 128, "save_on_cpu": 64,
+                                                        "ours": 256})
+    min_blocks: int = 4  # one per stage
+    max_blocks: int = 1400  # search ceiling (a hit is reported as a lower bound)
+    resolution: float = 0.04  # bisection stops when (fail - fit) <= resolution * fit (and >= 1 block)
+    arm_budget_s: dict = field(default_factory=lambda: {"plain": 40, "checkpoint": 60, "save_on_cpu": 60,
+                                                        "ours": 150})
+
+
+def conv_layers(blocks: int) -> int:
+    """Conv layers of a bottleneck ResNet with ``blocks`` >= 4 blocks: 3 per block, the stem, 4 projections."""
+    return 3 * blocks + 5
+
+
+def search_depth(probe, start: int, lo_limit: int, hi_limit: int, resolution: float, budget_s: float, log=None):
+    """Largest n in [lo_limit, hi_limit] with probe(n)["fits"]: doubling from ``start``, then bisection,
+    within ``budget_s`` seconds. Returns (best or None, bound, probes) where bound is 'exact' (a failing
+    depth within resolution above), 'ceiling' (hi_limit fit) or 'time' (budget ran out first)."""
+    t0 = time.perf_counter()
+    probes = []
+    fit, fail = None, None
+    last = [0.0]  # duration of the last probe: do not start one that would end past the budget
+
+    def try_(n):
+        start = time.perf_counter()
+        r = probe(n)
+        last[0] = time.perf_counter() - start
+        r["blocks"] = n
+        probes.append(r)
+        if log:
+            log.info("depth probe blocks=%d: %s (%.1fs)", n, r["reason"], r.get("wall_s", 0.0))
+        return r["fits"]
+
+    def out_of_time():
+        return time.perf_counter() - t0 + last[0] > budget_s
+
+    n = max(lo_limit, min(start, hi_limit))
+    while True:  # exponential phase
+        if try_(n):
+            fit = n
+            if n >= hi_limit:
+                return fit, "ceiling", probes
+            n = min(hi_limit, 2 * n)
+        else:
+            fail = n
+            if fit is not None or n <= lo_limit:
+                break
+            n = max(lo_limit, n // 2)
+        if out_of_time():
+            return fit, "time", probes
+    if fit is None:
+        return None, "exact", probes
+    while fail - fit > max(1, resolution * fit):
+        if out_of_time():
+            return fit, "time", probes
+        mid = (fit + fail) // 2
+        if try_(mid):
+            fit = mid
+        else:
+            fail = mid
+    return fit, "exact", probes
+
+
+@experiment(params=DepthParams)
+def depth(p: DepthParams, ctx: Context) -> Result:
+    _check_arms(p.arms, ARMS, "arms")
+    measured = ctx.device == "cuda"
+    cap = p.cap_gib * GIB
+    rows, summary = [], []
+    for arm in p.arms:
+        def probe(n, arm=arm):
+            return p.probe(p.spec(arm, ctx, model="bottleneck_resnet", model_kw={"blocks": n, **p.model_kw},
+                                  cap_bytes=cap), ctx)
+        best, bound, probes = search_depth(probe, p.start_blocks.get(arm, 32), p.min_blocks, p.max_blocks,
+                                           p.resolution, p.arm_budget_s.get(arm, 60), ctx.log)
+        for r in probes:
+            rows.append(dict(arm=arm, blocks=r["blocks"], conv_layers=conv_layers(r["blocks"]), fits=r["fits"],
+                             reason=r["reason"], measured=measured, peak_bytes=r.get("peak_bytes"),
+                             est_peak_bytes=(r.get("est_static_bytes") or 0) + (r.get("est_dynamic_bytes") or 0),
+                             step_s=r.get("step_s"), wall_s=r.get("wall_s"),
+                             momentum_on_host=r.get("momentum_on_host")))
+        last_fail = next((r["reason"] for r in reversed(probes) if not r["fits"]), "")
+        summary.append(dict(arm=arm, max_blocks=best or 0, max_conv_layers=conv_layers(best) if best else 0,
+                            bound=bound, limited_by=last_fail, probes=len(probes)))
+        ctx.log.info("depth %s: max %s blocks (%s; failing probe: %s)", arm, best, bound, last_fail)
+    table = pd.DataFrame(summary).set_index("arm")
+    prefix = "" if measured else "est_"
+    metrics = {f"{prefix}max_blocks_{a}": float(table.loc[a, "max_blocks"]) for a in table.index}
+    if "ours" in table.index:
+        metrics[f"{prefix}max_conv_layers_ours"] = float(table.loc["ours", "max_conv_layers"])
+        for base, key in (("plain", "depth_ratio"), ("checkpoint", "depth_ratio_vs_checkpoint")):
+            if base in table.index and table.loc[base, "max_blocks"] > 0:
+                metrics[f"{prefix}{key}"] = float(table.loc["ours", "max_blocks"] / table.loc[base, "max_blocks"])
+    tags = {"memory_source": "cuda allocator under the cap" if measured else "liveness estimate vs the cap (CPU)",
+            **{f"bound_{a}": table.loc[a, "bound"] for a in table.index}}
+    return Result(metrics=metrics, tables={"depth": table.reset_index(), "depth_probes": pd.DataFrame(rows)},
+                  tags=tags)
+
+
+# ---- throughput -------------------------------------------------------------------------------
+@dataclass
+class ThroughputParams(BenchParams):
+    arms: list = field(default_factory=lambda: list(ARMS))
+    model_kw: dict = field(default_factory=dict)
+    cap_gib: float = 12.0
+    equal_depth_blocks: int = 64  # a depth every arm trains under the cap
+    checkpoint_depth_blocks: int = 0  # ours vs checkpointing here; 0: max_blocks_checkpoint of inputs.depth
+    warmup: int = 2
+    steps: int = 5
+
+
+@experiment(params=ThroughputParams)
+def throughput(p: ThroughputParams, ctx: Context) -> Result:
+    _check_arms(p.arms, ARMS, "arms")
+    cap = p.cap_gib * GIB
+    deep = p.checkpoint_depth_blocks
+    if deep <= 0:
+        if "depth" not in ctx.inputs:
+            raise ValueError("throughput: set checkpoint_depth_blocks > 0 or pass inputs.depth=<depth record.json>")
+        depth_metrics = records.read(ctx.inputs["depth"].parent)["metrics"]
+        key = next((k for k in ("max_blocks_checkpoint", "est_max_blocks_checkpoint") if k in depth_metrics), None)
+        if key is None or depth_metrics[key] <= 0:
+            raise ValueError(f"inputs.depth ({ctx.inputs['depth']}) has no positive max_blocks_checkpoint metric")
+        deep = int(depth_metrics[key])
+    runs = [(arm, p.equal_depth_blocks) for arm in p.arms]
+    runs += [(arm, deep) for arm in ("checkpoint", "ours") if arm in p.arms and deep != p.equal_depth_blocks]
+    rows = []
+    for arm, blocks in runs:
+        r = p.probe(p.spec(arm, ctx, model="bottleneck_resnet", model_kw={"blocks": blocks, **p.model_kw},
+                           cap_bytes=cap), ctx)
+        ctx.log.info("throughput %s at %d blocks: %s, %.1f images/s", arm, blocks, r["reason"],
+                     r.get("images_per_s", float("nan")))
+        rows.append(dict(arm=arm, blocks=blocks, fits=r["fits"], reason=r["reason"], images_per_s=r.get("images_per_s"),
+                         step_s=r.get("step_s"), peak_bytes=r.get("peak_bytes"),
+                         recomputed_segments=(r.get("plan") or {}).get("recomputed"),
+                         offloaded_bytes=(r.get("pool") or {}).get("offloaded_bytes")))
+    table = pd.DataFrame(rows)
+
+    def ips(arm, blocks):
+        hit = table[(table.arm == arm) & (table.blocks == blocks) & table.fits]
+        return float(hit.images_per_s.iloc[0]) if len(hit) else None
+
+    metrics = {f"images_per_s_{a}": v for a in p.arms if (v := ips(a, p.equal_depth_blocks)) is not None}
+    ours_eq, ours_deep = ips("ours", p.equal_depth_blocks), ips("ours", deep)
+    for key, num, den in (("speed_vs_plain", ours_eq, ips("plain", p.equal_depth_blocks)),
+                          ("speed_vs_checkpoint_equal_depth", ours_eq, ips("checkpoint", p.equal_depth_blocks)),
+                          ("speed_vs_save_on_cpu", ours_eq, ips("save_on_cpu", p.equal_depth_blocks)),
+                          ("speed_vs_checkpoint", ours_deep, ips("checkpoint", deep))):
+        if num is not None and den:
+            metrics[key] = num / den
+    return Result(metrics=metrics, tables={"throughput": table},
+                  tags={"equal_depth_blocks": p.equal_depth_blocks, "checkpoint_depth_blocks": deep,
+                        "timing": "cuda" if ctx.device == "cuda" else "cpu (smoke: code path only)"})

@@ -1,0 +1,103 @@
+"""Figures of the SuperNeurons experiments (seaborn on a matplotlib Figure, headless)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+
+GIB = 2**30
+
+
+def _record(run_dir: Path) -> dict:
+    path = Path(run_dir) / "record.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _metric(record: dict, key: str) -> str:
+    """A metric for a title: measured, else the CPU estimate (marked), else n/a."""
+    m = record.get("metrics", {})
+    if key in m:
+        return f"{m[key]:.2f}"
+    return f"{m['est_' + key]:.2f} (estimate)" if "est_" + key in m else "n/a"
+
+
+def _subtitle(record: dict) -> str:
+    prov, tags = record.get("provenance", {}), record.get("tags", {})
+    parts = [prov.get("gpu_name") or record.get("device", ""), record.get("scale") and f"{record['scale']} scale",
+             tags.get("memory_source") or tags.get("timing")]
+    return ", ".join(p for p in parts if p)
+
+
+def peak_memory(run_dir: Path) -> Figure:
+    """Per network: static and dynamic memory of each configuration; dynamic / largest layer."""
+    run_dir = Path(run_dir)
+    table = pd.read_csv(run_dir / "peak_memory.csv")
+    record = _record(run_dir)
+    measured = bool(table.measured.any())
+    dyn = "dynamic_bytes" if measured else "est_dynamic_bytes"
+    static = "static_bytes" if measured else "est_static_bytes"
+    ratio = "dynamic_over_largest_layer" if measured else "est_dynamic_over_largest_layer"
+    table = table.assign(dynamic_gib=table[dyn] / GIB, static_gib=table[static] / GIB)
+    fig = Figure(figsize=(13, 4.2))
+    mem, rat = fig.subplots(1, 2)
+    sns.barplot(table, x="network", y="dynamic_gib", hue="config", ax=mem)
+    sns.barplot(table, x="network", y="static_gib", hue="config", ax=mem, alpha=0.25, legend=False,
+                edgecolor="black", linewidth=0.3)
+    mem.set(ylabel=("measured" if measured else "estimated") + " GiB (solid dynamic, pale static)",
+            title="peak memory by configuration")
+    sns.barplot(table, x="network", y=ratio, hue="config", ax=rat, legend=False)
+    rat.axhline(1.3, color="firebrick", ls="--", lw=1, label="target 1.3")
+    rat.axhline(1.0, color="grey", ls=":", lw=1, label="largest layer")
+    rat.set(yscale="log", ylabel="peak dynamic / largest single-layer working set",
+            title=f"sn.peak = {_metric(record, 'peak_dynamic_over_largest_layer')}")
+    rat.legend(fontsize=8)
+    fig.suptitle(f"SuperNeurons peak memory, batch {record.get('params', {}).get('batch_size', '')}\n"
+                 f"{_subtitle(record)}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def depth(run_dir: Path) -> Figure:
+    """Deepest trainable bottleneck ResNet per arm, and every probe of the search."""
+    run_dir = Path(run_dir)
+    summary = pd.read_csv(run_dir / "depth.csv")
+    probes = pd.read_csv(run_dir / "depth_probes.csv")
+    record = _record(run_dir)
+    fig = Figure(figsize=(12, 4.2))
+    bars, search = fig.subplots(1, 2)
+    sns.barplot(summary, x="arm", y="max_conv_layers", hue="arm", ax=bars, legend=False)
+    for i, row in enumerate(summary.itertuples()):
+        bars.annotate(f"{row.max_blocks} blocks\n({row.bound})", (i, row.max_conv_layers), ha="center",
+                      va="bottom", fontsize=8)
+    if record.get("scale") == "paper":
+        bars.axhline(2500, color="firebrick", ls="--", lw=1, label="2,500 conv layers")
+    bars.set(ylabel="conv layers (3 x blocks + 5)",
+             title=f"max depth under {record.get('params', {}).get('cap_gib', '?')} GiB; "
+                   f"ours / plain = {_metric(record, 'depth_ratio')}x")
+    probes = probes.assign(outcome=probes.fits.map({True: "fits", False: "fails"}))
+    sns.scatterplot(probes, x="blocks", y="arm", hue="outcome", style="outcome", ax=search,
+                    palette={"fits": "tab:green", "fails": "tab:red"}, s=50)
+    search.set(xscale="log", xlabel="blocks probed (log)", title="search probes")
+    fig.suptitle(f"SuperNeurons depth\n{_subtitle(record)}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def throughput(run_dir: Path) -> Figure:
+    """Images/s of each arm at the equal depth and at the checkpointing arm's maximum depth."""
+    run_dir = Path(run_dir)
+    table = pd.read_csv(run_dir / "throughput.csv")
+    record = _record(run_dir)
+    table = table.assign(depth=table.blocks.map(lambda b: f"{b} blocks"))
+    fig = Figure(figsize=(8, 4.2))
+    ax = fig.subplots()
+    sns.barplot(table, x="depth", y="images_per_s", hue="arm", ax=ax)
+    ax.set(ylabel="images / s", title=f"ours / plain {_metric(record, 'speed_vs_plain')}x, "
+                                       f"ours / checkpoint {_metric(record, 'speed_vs_checkpoint')}x")
+    fig.suptitle(f"SuperNeurons throughput\n{_subtitle(record)}", fontsize=10)
+    fig.tight_layout()
+    return fig

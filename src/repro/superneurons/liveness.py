@@ -1,0 +1,201 @@
+"""Liveness analysis: which tensors a training step keeps, how large they are, and the working set
+of every layer; the plan of :mod:`repro.superneurons.runtime` is made from this profile.
+
+Units. The runtime works on an ``nn.Sequential`` (nested Sequentials are flattened); every
+non-Sequential child is one *unit* (a layer, or a block such as a residual block, which is then
+treated as one layer). Models that are not Sequential, or hold ModuleList/ModuleDict children
+(not callable in sequence), are refused with :class:`UnsupportedModel`.
+
+Largest single-layer working set. For unit i with input bytes ``in_i``, output bytes ``out_i``,
+bytes of the tensors autograd saves for its backward ``saved_i`` (unique storages, parameters
+excluded) and parameter bytes ``param_i``::
+
+    WS_i = saved_i + out_i + in_i + param_i
+
+i.e. its backward working set: the saved tensors, the gradient of its output (out_i), the gradient
+of its input (in_i) and its weight gradient (param_i). It bounds the forward working set as well
+(input + output + what is saved). The network's largest single-layer working set is max_i WS_i.
+
+Profiling runs each unit once on the real input shape (one unit alive at a time, so a network that
+cannot train still profiles); identical units (same structure and input shape, e.g. the repeated
+blocks of a deep ResNet) are profiled once. Batch-norm running statistics and the RNG are left
+exactly as they were.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import asdict, dataclass
+
+import pandas as pd
+import torch
+import torch.nn as nn
+from torch.nn.modules.batchnorm import _BatchNorm
+from torch.nn.modules.dropout import _DropoutNd
+
+EXPENSIVE = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear, nn.ConvTranspose2d)
+
+
+class UnsupportedModel(TypeError):
+    """The model is not built in a way the runtime can segment."""
+
+
+def flatten_units(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """(qualified name, module) of every unit of a Sequential model, nested Sequentials flattened."""
+    if not isinstance(model, nn.Sequential):
+        raise UnsupportedModel(
+            f"the SuperNeurons runtime segments nn.Sequential models (nested Sequentials and blocks are fine); "
+            f"got {type(model).__name__}. Wrap your layers in nn.Sequential, one entry per layer or block.")
+    units: list[tuple[str, nn.Module]] = []
+
+    def walk(prefix: str, seq: nn.Sequential):
+        for name, child in seq.named_children():
+            full = f"{prefix}.{name}" if prefix else name
+            if isinstance(child, nn.Sequential):
+                walk(full, child)
+            elif isinstance(child, (nn.ModuleList, nn.ModuleDict)):
+                raise UnsupportedModel(f"{full} is a {type(child).__name__}, which is not callable in sequence; "
+                                       "put it inside a block module with its own forward()")
+            else:
+                units.append((full, child))
+
+    walk("", model)
+    if not units:
+        raise UnsupportedModel("the model has no layers")
+    return units
+
+
+def is_expensive(module: nn.Module) -> bool:
+    """Conv / linear layers, and blocks containing one (their outputs are checkpoints); the rest
+    (BN, activations, pooling, dropout, reshapes) is cheap to recompute."""
+    return any(isinstance(m, EXPENSIVE) for m in module.modules())
+
+
+def is_stochastic(module: nn.Module) -> bool:
+    return any(isinstance(m, (_DropoutNd, nn.RReLU)) for m in module.modules())
+
+
+def mutates_input(module: nn.Module) -> bool:
+    """True for in-place layers (e.g. ReLU(inplace=True)) that overwrite the tensor they are given."""
+    return bool(getattr(module, "inplace", False))
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def param_bytes(module: nn.Module) -> int:
+    return sum(tensor_bytes(p) for p in module.parameters() if p.requires_grad)
+
+
+@contextlib.contextmanager
+def frozen_batchnorm_stats(modules):
+    """Batch-norm layers run in training mode (batch statistics) but leave their running statistics
+    and batch counters exactly as they were: for profiling and for recomputation in backward."""
+    saved = []
+    for root in modules:
+        for m in root.modules():
+            if isinstance(m, _BatchNorm) and m.training and m.track_running_stats:
+                saved.append((m, m.momentum, m.num_batches_tracked.clone()))
+                m.momentum = 0.0  # running = 1 * running + 0 * batch: bit-exact unchanged
+    try:
+        yield
+    finally:
+        for m, momentum, count in saved:
+            m.momentum = momentum
+            m.num_batches_tracked.copy_(count)
+
+
+@dataclass
+class UnitProfile:
+    index: int
+    name: str
+    kind: str
+    expensive: bool
+    in_bytes: int
+    out_bytes: int
+    saved_bytes: int
+    param_bytes: int
+    forward_s: float
+
+    @property
+    def working_set(self) -> int:
+        return self.saved_bytes + self.out_bytes + self.in_bytes + self.param_bytes
+
+
+class _SavedCounter:
+    """saved_tensors_hooks that sum the bytes of the unique non-parameter storages autograd saves."""
+
+    def __init__(self, param_storages: set[int]):
+        self.param_storages = param_storages
+        self.storages: dict[int, int] = {}
+
+    def pack(self, t: torch.Tensor):
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in self.param_storages:
+            self.storages[ptr] = max(self.storages.get(ptr, 0), t.untyped_storage().nbytes())
+        return t
+
+    @property
+    def total(self) -> int:
+        return sum(self.storages.values())
+
+
+def _signature(module: nn.Module, x: torch.Tensor) -> tuple:
+    return (repr(module), tuple(x.shape), x.dtype, module.training)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def profile_units(units: list[tuple[str, nn.Module]], x: torch.Tensor) -> list[UnitProfile]:
+    """Profile every unit on input ``x`` (the real batch shape); see the module docstring."""
+    device = x.device
+    cache: dict[tuple, tuple[int, int, float]] = {}
+    profiles = []
+    param_storages = {p.untyped_storage().data_ptr() for _, m in units for p in m.parameters()}
+    fork_devices = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=fork_devices), frozen_batchnorm_stats([m for _, m in units]):
+        a = x.detach()
+        for i, (name, m) in enumerate(units):
+            key = _signature(m, a)
+            inp = a.clone() if mutates_input(m) else a
+            if key in cache:
+                with torch.no_grad():
+                    out = m(inp)
+                saved, out_bytes, seconds = cache[key]
+            else:
+                counter = _SavedCounter(param_storages)
+                leaf = a.detach().requires_grad_(a.is_floating_point())
+                inp = leaf.clone() if mutates_input(m) else leaf
+                _sync(device)
+                start = time.perf_counter()
+                with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(counter.pack, lambda t: t):
+                    out = m(inp)
+                _sync(device)
+                seconds = time.perf_counter() - start
+                saved, out_bytes = counter.total, tensor_bytes(out)
+                cache[key] = (saved, out_bytes, seconds)
+                del counter, leaf, inp
+            profiles.append(UnitProfile(i, name, type(m).__name__, is_expensive(m), tensor_bytes(a), out_bytes, saved,
+                                        param_bytes(m), seconds))
+            a = out.detach()
+    return profiles
+
+
+def profile_table(profiles: list[UnitProfile]) -> pd.DataFrame:
+    rows = [dict(asdict(p), working_set=p.working_set) for p in profiles]
+    return pd.DataFrame(rows)
+
+
+def largest_working_set(profiles: list[UnitProfile]) -> UnitProfile:
+    return max(profiles, key=lambda p: p.working_set)
+
+
+def plain_dynamic_estimate(profiles: list[UnitProfile]) -> int:
+    """Liveness estimate of plain training's dynamic peak: every saved tensor is alive at the end of
+    forward, plus the largest working set (as the runtime's estimate of a plan that keeps everything)."""
+    return sum(p.saved_bytes for p in profiles) + largest_working_set(profiles).working_set

@@ -1,0 +1,193 @@
+"""One bounded training probe: build a model, run one arm for a few SGD steps on a synthetic batch
+under a memory cap, report whether it fit, its peak / static memory and its step time.
+
+``run_probe`` runs in this process; ``run_isolated`` runs it in a fresh Python process
+(``python -m repro.superneurons.probe '<json spec>'``), so every probe starts from a clean CUDA
+memory state and a probe that the kernel kills for host memory only loses its own process.
+
+Before training, a probe checks the pinned host memory its arm would need (the liveness estimate)
+against what the host has available, and refuses (``reason="host memory"``) instead of risking the
+OOM killer. On the CPU nothing can be measured by a CUDA allocator: a probe with a cap then decides
+"fits" from the liveness estimate (static + dynamic <= cap) and says so (``measured=False``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import json
+import math
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from repro.data.synthetic import synthetic_batch
+from repro.models import build_model, get_entry
+from repro.superneurons.arms import ARMS, PEAK_CONFIGS, Arm, Optim
+from repro.superneurons.liveness import largest_working_set, param_bytes, profile_units
+
+RESULT_PREFIX = "PROBE_RESULT "
+
+
+@dataclass
+class ProbeSpec:
+    arm: str
+    model: str = "bottleneck_resnet"
+    model_kw: dict = field(default_factory=dict)
+    batch_size: int = 32
+    image_size: int | None = None  # None: the model's own input size
+    num_classes: int | None = None
+    device: str = "cpu"
+    cap_bytes: float | None = None  # per-process GPU memory cap (on the CPU: the estimate's cap)
+    warmup: int = 1  # untimed steps (the first one profiles and plans)
+    steps: int = 2  # timed steps
+    plan_fraction: float = 0.8  # share of (cap - static) the runtime's plan may use
+    pool_budget_bytes: float | None = None  # ablation configs: resident pool bytes
+    lookahead: int = 2
+    max_inflight_bytes: float = 512 * 2**20  # GPU memory of offloads still copying before forward waits
+    momentum_on_host: str = "auto"  # auto | yes | no; auto: on the host when 2 x params > 40% of the cap
+    host_fraction: float = 0.7  # share of the available host memory a probe may pin
+    lr: float = 0.01
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.arm not in ARMS + PEAK_CONFIGS:
+            raise ValueError(f"unknown arm {self.arm!r}; known: {', '.join(dict.fromkeys(ARMS + PEAK_CONFIGS))}")
+        if self.momentum_on_host not in ("auto", "yes", "no"):
+            raise ValueError(f"momentum_on_host must be auto, yes or no, got {self.momentum_on_host!r}")
+        if self.steps < 1 or self.warmup < 1:
+            raise ValueError("a probe needs warmup >= 1 and steps >= 1")
+
+
+def available_host_bytes() -> float:
+    """MemAvailable of /proc/meminfo (Linux); infinite where there is none (no check possible)."""
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return math.inf
+
+
+def _momentum_on_host(spec: ProbeSpec, params: int) -> bool:
+    if spec.momentum_on_host != "auto":
+        return spec.momentum_on_host == "yes"
+    return spec.cap_bytes is not None and 2 * params > 0.4 * spec.cap_bytes
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run_probe(spec: ProbeSpec) -> dict:
+    device = torch.device(spec.device)
+    cuda = device.type == "cuda"
+    if cuda and spec.cap_bytes is not None:
+        total = torch.cuda.get_device_properties(device).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, spec.cap_bytes / total), device)
+    out = dict(arm=spec.arm, fits=False, reason="", measured=cuda, **{k: v for k, v in spec.model_kw.items()
+                                                                        if k == "blocks"})
+    arm = model = x = y = None
+    try:
+        torch.manual_seed(spec.seed)
+        with device:
+            model = build_model(spec.model, spec.num_classes, **spec.model_kw)
+        size = spec.image_size or get_entry(spec.model).input_size
+        classes = spec.num_classes or get_entry(spec.model).num_classes
+        x, y = synthetic_batch(spec.batch_size, image_size=size, num_classes=classes, seed=spec.seed, device=device)
+        params = param_bytes(model)
+        host_momentum = _momentum_on_host(spec, params)
+        static_est = params * (1 if host_momentum else 2)
+        budget = None if spec.cap_bytes is None else max(0.0, spec.plan_fraction * (spec.cap_bytes - static_est))
+        arm = Arm(spec.arm, model, Optim(spec.lr, spec.momentum, spec.weight_decay), memory_budget_bytes=budget,
+                  pool_budget_bytes=spec.pool_budget_bytes, lookahead=spec.lookahead,
+                  momentum_on_host=host_momentum, max_inflight_bytes=spec.max_inflight_bytes)
+        if arm.runtime is not None:
+            profiles = arm.runtime.prepare(x).profiles
+            out["plan"] = arm.runtime.plan.summary()
+        else:
+            profiles = profile_units(arm.units, x) if (not cuda or spec.arm == "save_on_cpu") else None
+        out.update(params_bytes=params, momentum_on_host=host_momentum)
+        if profiles is not None:
+            out.update(largest_working_set=largest_working_set(profiles).working_set,
+                       est_dynamic_bytes=arm.estimated_dynamic(profiles), est_static_bytes=arm.estimated_static())
+            host_need, host_avail = arm.estimated_host(profiles), available_host_bytes()
+            out.update(est_host_bytes=host_need)
+            if host_need > spec.host_fraction * host_avail:
+                out["reason"] = (f"host memory: needs ~{host_need / 2**30:.1f} GiB pinned, "
+                                 f"{host_avail / 2**30:.1f} GiB available")
+                return out
+            if not cuda and spec.cap_bytes is not None and \
+                    out["est_static_bytes"] + out["est_dynamic_bytes"] > spec.cap_bytes:
+                out["reason"] = "estimate over cap"
+                return out
+        for _ in range(spec.warmup):
+            arm.step(x, y)
+        _sync(device)
+        if cuda:
+            static = torch.cuda.memory_allocated(device) - x.numel() * x.element_size() - y.numel() * 8
+            torch.cuda.reset_peak_memory_stats(device)
+        start = time.perf_counter()
+        for _ in range(spec.steps):
+            loss = arm.step(x, y)
+        _sync(device)
+        step_s = (time.perf_counter() - start) / spec.steps
+        loss = float(loss)
+        if not math.isfinite(loss):
+            out["reason"] = f"loss not finite ({loss})"
+            return out
+        out.update(fits=True, reason="ok", step_s=step_s, images_per_s=spec.batch_size / step_s, loss=loss)
+        if cuda:
+            peak = torch.cuda.max_memory_allocated(device) - x.numel() * x.element_size() - y.numel() * 8
+            out.update(peak_bytes=peak, static_bytes=static, dynamic_bytes=peak - static)
+        if arm.runtime is not None:
+            out["pool"] = arm.runtime.pool.stats.as_dict()
+        return out
+    except torch.OutOfMemoryError as e:
+        out["reason"] = "oom: " + str(e).split("\n")[0][:200]
+        return out
+    finally:
+        if arm is not None:
+            arm.close()
+        del arm, model, x, y
+        if cuda:  # an OOM traceback holds tensors: free them before the next probe in this process
+            gc.collect()
+            torch.cuda.empty_cache()
+            torch.cuda.set_per_process_memory_fraction(1.0, device)
+
+
+def run_isolated(spec: ProbeSpec, timeout_s: float, log=None) -> dict:
+    """run_probe in a fresh process; a crash or timeout is a probe that did not fit, with the reason."""
+    cmd = [sys.executable, "-m", "repro.superneurons.probe", json.dumps(dataclasses.asdict(spec))]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return dict(arm=spec.arm, fits=False, reason=f"timeout after {timeout_s:.0f}s", measured=False)
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(RESULT_PREFIX):
+            return json.loads(line[len(RESULT_PREFIX):])
+    tail = (proc.stderr or "").strip().splitlines()[-3:]
+    if log is not None:
+        log.warning("probe %s exited %s without a result: %s", spec.arm, proc.returncode, " | ".join(tail))
+    return dict(arm=spec.arm, fits=False, measured=False,
+                reason=f"probe process exited {proc.returncode}: {' | '.join(tail)[:300]}")
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m repro.superneurons.probe '<json ProbeSpec>'", file=sys.stderr)
+        return 2
+    result = run_probe(ProbeSpec(**json.loads(argv[0])))
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

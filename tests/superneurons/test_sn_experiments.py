@@ -1,0 +1,99 @@
+"""The SuperNeurons experiments at smoke scale on the CPU (liveness estimates, real code paths),
+the bounded depth search, and bad inputs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch.nn as nn
+
+from repro.experiment import Context
+from repro.models import build_model
+from repro.superneurons.experiment import (DepthParams, PeakParams, ThroughputParams, conv_layers, depth,
+                                           peak_memory, search_depth, throughput)
+from repro.superneurons.figures import depth as depth_figure
+from repro.superneurons.figures import peak_memory as peak_figure
+from repro.superneurons.figures import throughput as throughput_figure
+from repro.superneurons.probe import ProbeSpec, run_probe
+
+TINY_BENCH = dict(batch_size=2, image_size=16, num_classes=10, steps=1, isolate=False)
+
+
+def _fake_probe(limit):
+    def probe(n):
+        return {"fits": n <= limit, "reason": "ok" if n <= limit else "oom"}
+    return probe
+
+
+@pytest.mark.parametrize("limit", [4, 37, 300, 999])
+def test_search_depth_finds_the_limit_within_resolution(limit):
+    best, bound, probes = search_depth(_fake_probe(limit), 16, 4, 2000, 0.04, 60)
+    assert bound == "exact" and best <= limit and limit - best <= max(1, 0.04 * best)
+    assert len(probes) < 25
+
+
+def test_search_depth_reports_ceiling_time_and_nothing_fits():
+    assert search_depth(_fake_probe(10_000), 16, 4, 100, 0.04, 60)[:2] == (100, "ceiling")
+    assert search_depth(_fake_probe(2), 16, 4, 100, 0.04, 60)[:2] == (None, "exact")
+    best, bound, _ = search_depth(_fake_probe(500), 16, 4, 2000, 0.04, -1)
+    assert bound == "time" and best == 16  # a lower bound, said so
+
+
+def test_conv_layer_count_matches_the_model():
+    for blocks in (4, 13, 40):
+        model = build_model("bottleneck_resnet", blocks=blocks, width=2, num_classes=10)
+        assert sum(isinstance(m, nn.Conv2d) for m in model.modules()) == conv_layers(blocks)
+
+
+def test_probe_estimates_on_cpu_and_refuses_over_cap():
+    kw = dict(model_kw={"blocks": 8, "width": 4}, num_classes=10, batch_size=2, image_size=16, steps=1)
+    ok = run_probe(ProbeSpec(arm="ours", cap_bytes=1e9, **kw))
+    assert ok["fits"] and not ok["measured"] and ok["est_dynamic_bytes"] > 0
+    over = run_probe(ProbeSpec(arm="plain", cap_bytes=1e4, **kw))
+    assert not over["fits"] and over["reason"] == "estimate over cap"
+    host = run_probe(ProbeSpec(arm="save_on_cpu", host_fraction=1e-12, **kw))
+    assert not host["fits"] and host["reason"].startswith("host memory")
+    with pytest.raises(ValueError, match="unknown arm"):
+        ProbeSpec(arm="magic")
+
+
+def test_peak_memory_smoke(tmp_path):
+    p = PeakParams(**{**TINY_BENCH, "image_size": None},
+                   networks=[{"name": "t", "model": "bottleneck_resnet", "kw": {"blocks": [1, 1, 1, 1], "width": 4},
+                              "image_size": 32}])
+    result = peak_memory(p, Context(out_dir=tmp_path))
+    table = result.tables["peak_memory"]
+    assert list(table.config) == ["plain", "liveness", "pool", "recompute", "all"] and table.fits.all()
+    assert "peak_dynamic_over_largest_layer" not in result.metrics  # CPU: estimates only, under est_ keys
+    est = table.set_index("config").est_dynamic_bytes
+    assert est["all"] < est["recompute"] < est["plain"]
+    assert result.metrics["est_peak_dynamic_over_largest_layer"] == pytest.approx(
+        table.set_index("config").loc["all", "est_dynamic_over_largest_layer"])
+    table.to_csv(tmp_path / "peak_memory.csv", index=False)
+    peak_figure(tmp_path)
+
+
+def test_depth_and_throughput_smoke(tmp_path):
+    p = DepthParams(**TINY_BENCH, model_kw={"width": 4}, cap_gib=0.001, max_blocks=24, resolution=0.5,
+                    start_blocks={"plain": 4, "checkpoint": 4, "save_on_cpu": 4, "ours": 8},
+                    arm_budget_s={"plain": 60, "checkpoint": 60, "save_on_cpu": 60, "ours": 60})
+    result = depth(p, Context(out_dir=tmp_path))
+    m = result.metrics
+    assert "depth_ratio" not in m and m["est_max_blocks_ours"] > m["est_max_blocks_plain"] > 0
+    assert list(result.tables["depth"].bound) == ["exact", "exact", "exact", "ceiling"]
+    for name, table in result.tables.items():
+        table.to_csv(tmp_path / f"{name}.csv", index=False)
+    depth_figure(tmp_path)
+    (tmp_path / "record.json").write_text(json.dumps({"status": "ok", "metrics": m}))
+    t = ThroughputParams(**TINY_BENCH, model_kw={"width": 4}, equal_depth_blocks=4)
+    with pytest.raises(ValueError, match="inputs.depth"):
+        throughput(t, Context(out_dir=tmp_path))
+    out = tmp_path / "t"
+    out.mkdir()
+    run = throughput(ThroughputParams(**TINY_BENCH, model_kw={"width": 4}, equal_depth_blocks=4,
+                                      checkpoint_depth_blocks=6), Context(out_dir=out))
+    assert {"speed_vs_plain", "speed_vs_checkpoint"} <= set(run.metrics)
+    assert set(run.tables["throughput"].blocks) == {4, 6}
+    run.tables["throughput"].to_csv(out / "throughput.csv", index=False)
+    throughput_figure(out)
