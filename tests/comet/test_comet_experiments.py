@@ -161,7 +161,7 @@ def test_configs_validate_at_both_scales(path):
     module, _, fn = cfg.figure.partition(":")
     assert module == "repro.comet.figures" and hasattr(figures, fn)
     if isinstance(paper, ArmParams):
-        assert paper.epochs == 20 and not paper.cuda_graph and paper.precision == "fp32"
+        assert paper.epochs == 10 and not paper.cuda_graph and paper.precision == "fp32"
         assert smoke.epochs <= 2 and smoke.n_train <= 256
     if isinstance(paper, BenchParams):
         assert paper.size_mib == 1024 and smoke.size_mib <= 4
