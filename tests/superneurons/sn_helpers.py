@@ -62,3 +62,10 @@ def train_both(name: str, cfg: RuntimeConfig, steps=3, device="cpu", momentum_on
 
 def max_diff(a, b) -> float:
     return max((u.float() - v.float()).abs().max().item() for u, v in zip(a, b))
+
+
+def max_rel_diff(a, b) -> float:
+    """Largest per-tensor max |a - b| / max |a|: the same computation in another order (cuBLAS may pick
+    another algorithm for a recomputed product) differs by rounding, a wrong mask or stale tensor by O(1)."""
+    return max(((u.float() - v.float()).abs().max() / u.float().abs().max().clamp_min(1e-30)).item()
+               for u, v in zip(a, b))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sn_helpers import grads_after_one_backward, max_diff, train_both
+from sn_helpers import grads_after_one_backward, max_diff, max_rel_diff, train_both
 from repro.superneurons.probe import ProbeSpec, run_isolated, run_probe
 from repro.superneurons.runtime import RuntimeConfig
 from repro.superneurons.tensor_pool import TensorPool
@@ -29,7 +29,8 @@ def test_gradients_equal_plain_with_real_offload(net, strategy):
     ref_grads, grads, loss_ref, loss, wrapped = grads_after_one_backward(net, cfg, device="cuda")
     torch.cuda.synchronize()
     assert torch.allclose(loss, loss_ref, rtol=1e-5, atol=1e-6)
-    assert max_diff(ref_grads, grads) < 1e-4
+    print(net, strategy, "max abs diff", max_diff(ref_grads, grads), "max rel diff", max_rel_diff(ref_grads, grads))
+    assert max_rel_diff(ref_grads, grads) < 1e-4
     stats = wrapped.pool.stats
     assert stats.offloads > 0 and stats.pinned_bytes > 0 and stats.prefetches == stats.offloads
     assert len(wrapped.pool) == 0
