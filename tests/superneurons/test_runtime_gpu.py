@@ -29,8 +29,12 @@ def test_gradients_equal_plain_with_real_offload(net, strategy):
     ref_grads, grads, loss_ref, loss, wrapped = grads_after_one_backward(net, cfg, device="cuda")
     torch.cuda.synchronize()
     assert torch.allclose(loss, loss_ref, rtol=1e-5, atol=1e-6)
-    print(net, strategy, "max abs diff", max_diff(ref_grads, grads), "max rel diff", max_rel_diff(ref_grads, grads))
-    assert max_rel_diff(ref_grads, grads) < 1e-4
+    # the noise floor: plain PyTorch against itself (AlexNet's overlapping max-pool backward adds with
+    # atomics on the GPU, so two plain runs differ by rounding; ResNet and VGG are bit-exact)
+    again, _, _, _, _ = grads_after_one_backward(net, cfg, device="cuda")
+    floor = max_rel_diff(ref_grads, again)
+    print(net, strategy, "max rel diff", max_rel_diff(ref_grads, grads), "plain vs plain", floor)
+    assert max_rel_diff(ref_grads, grads) <= max(10 * floor, 1e-6)
     stats = wrapped.pool.stats
     assert stats.offloads > 0 and stats.pinned_bytes > 0 and stats.prefetches == stats.offloads
     assert len(wrapped.pool) == 0

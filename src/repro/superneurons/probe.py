@@ -89,6 +89,8 @@ def _sync(device: torch.device) -> None:
 def run_probe(spec: ProbeSpec) -> dict:
     device = torch.device(spec.device)
     cuda = device.type == "cuda"
+    if cuda and device.index is None:  # the memory-fraction API wants an index
+        device = torch.device("cuda", torch.cuda.current_device())
     if cuda and spec.cap_bytes is not None:
         total = torch.cuda.get_device_properties(device).total_memory
         torch.cuda.set_per_process_memory_fraction(min(1.0, spec.cap_bytes / total), device)
