@@ -53,3 +53,14 @@ def test_atomic_write_keeps_old_file_on_failure(tmp_path, monkeypatch):
         records.atomic_write_text(path, json.dumps({"a": 2}))
     assert json.loads(path.read_text()) == {"a": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+def test_commit_from_the_environment_wins_over_a_stale_git(monkeypatch):
+    from repro import provenance
+
+    monkeypatch.delenv("REPRO_GIT_COMMIT", raising=False)
+    here = provenance.git_state()
+    assert len(here["commit"]) == 40  # this checkout's own HEAD
+    monkeypatch.setenv("REPRO_GIT_COMMIT", "f" * 40)
+    monkeypatch.setenv("REPRO_GIT_DIRTY", "0")
+    assert provenance.git_state() == {"commit": "f" * 40, "dirty": False}

@@ -26,12 +26,15 @@ def _git(*args: str) -> str | None:
 
 
 def git_state() -> dict:
-    """Commit and dirty flag; where the tree travels without .git (a lent GPU machine), the
-    caller passes them as REPRO_GIT_COMMIT / REPRO_GIT_DIRTY."""
+    """Commit and dirty flag. REPRO_GIT_COMMIT / REPRO_GIT_DIRTY, when set, win: a tree copied to
+    another machine may travel without .git, or with a stale one (a lent GPU machine once reported
+    the session's first commit for every run), so the caller who made the copy says what it is."""
+    if os.environ.get("REPRO_GIT_COMMIT"):
+        return {"commit": os.environ["REPRO_GIT_COMMIT"],
+                "dirty": {"0": False, "1": True}.get(os.environ.get("REPRO_GIT_DIRTY", ""))}
     commit = _git("rev-parse", "HEAD")
     if commit is None:
-        return {"commit": os.environ.get("REPRO_GIT_COMMIT", "unknown"),
-                "dirty": {"0": False, "1": True}.get(os.environ.get("REPRO_GIT_DIRTY", ""))}
+        return {"commit": "unknown", "dirty": None}
     status = _git("status", "--porcelain", "--untracked-files=no")
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
