@@ -8,6 +8,7 @@ from the committed reference run instead and its title says so.
 from __future__ import annotations
 
 import argparse
+import json
 import importlib
 import sys
 from pathlib import Path
@@ -19,6 +20,24 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from repro import records  # noqa: E402
 from repro.reference import find_reference  # noqa: E402
+
+
+def run_record(run_dir: Path) -> dict:
+    """A run folder's record.json as a dict, unvalidated ({} when absent: figures then draw without
+    titles)."""
+    path = Path(run_dir) / "record.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def run_subtitle(record: dict, *extra_tags: str) -> str:
+    """The line under every figure title: machine, scale, execution mode and data source, plus the
+    record's tags named in ``extra_tags`` (e.g. how memory was measured)."""
+    prov, tags = record.get("provenance", {}), record.get("tags", {})
+    parts = [prov.get("gpu_name") or record.get("device", ""), record.get("scale") and f"{record['scale']} scale",
+             tags.get("mode") and f"mode {tags['mode']}", *(tags.get(t) for t in extra_tags)]
+    if "jpeg" in tags.get("data_source", "").lower():
+        parts.append("CIFAR-10 JPEG copy (quality 75, 4:2:0 chroma)")
+    return ", ".join(p for p in parts if p)
 
 
 def _placeholder(text: str):

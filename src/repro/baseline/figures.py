@@ -2,35 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure  # not pyplot: no GUI backend, no global figure state (headless)
 from matplotlib.ticker import MaxNLocator
-
-
-def _record(run_dir: Path) -> dict:
-    path = Path(run_dir) / "record.json"
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def _subtitle(record: dict) -> str:
-    tags = record.get("tags", {})
-    prov = record.get("provenance", {})
-    machine = prov.get("gpu_name") or record.get("device", "")
-    parts = [p for p in (machine, record.get("scale") and f"{record['scale']} scale",
-                         tags.get("mode") and f"mode {tags['mode']}") if p]
-    source = tags.get("data_source", "")
-    if "jpeg" in source.lower():
-        parts.append("CIFAR-10 JPEG copy (about 1 point below official)")
-    return ", ".join(parts)
+from repro.figures import run_record, run_subtitle
 
 
 def train_cifar(run_dir: Path):
     run_dir = Path(run_dir)
     epochs = pd.read_csv(run_dir / "epochs.csv")
-    record = _record(run_dir)
+    record = run_record(run_dir)
     fig = Figure(figsize=(10, 3.8))
     acc, speed = fig.subplots(1, 2)
     acc.plot(epochs.epoch, epochs.test_top1, marker="o", ms=3, label="test")
@@ -46,7 +29,7 @@ def train_cifar(run_dir: Path):
     speed.bar(epochs.epoch, epochs.images_per_s, color="tab:green")
     speed.set(xlabel="epoch", ylabel="training images/s", title="throughput (epoch 1 includes warm-up)")
     fig.suptitle(f"{record.get('tags', {}).get('model', record.get('experiment', 'model'))} on CIFAR-10\n"
-                 f"{_subtitle(record)}", fontsize=10)
+                 f"{run_subtitle(record)}", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -54,7 +37,7 @@ def train_cifar(run_dir: Path):
 def trainer_bench(run_dir: Path):
     run_dir = Path(run_dir)
     table = pd.read_csv(run_dir / "bench.csv")
-    record = _record(run_dir)
+    record = run_record(run_dir)
     steady = table[~table.warmup] if (~table.warmup).any() else table
     means = steady.groupby("loop", sort=False).images_per_s.mean()
     fig = Figure(figsize=(6, 4.2))
@@ -68,6 +51,6 @@ def trainer_bench(run_dir: Path):
     ax.set_xticks(range(len(means)), [f"{loop}\n({labels[loop]})" for loop in means.index], fontsize=8)
     ax.set_ylabel("training images/s (after warm-up)")
     model = record.get("tags", {}).get("model", "")
-    fig.suptitle(f"Our trainer vs a plain PyTorch loop, {model}\n{_subtitle(record)}", fontsize=9)
+    fig.suptitle(f"Our trainer vs a plain PyTorch loop, {model}\n{run_subtitle(record)}", fontsize=9)
     fig.tight_layout()
     return fig

@@ -3,27 +3,15 @@ per phase; across arms (compare), accuracy against compression and end-to-end ti
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure  # not pyplot: no GUI backend, no global figure state (headless)
 from matplotlib.ticker import MaxNLocator
+from repro.figures import run_record, run_subtitle
 
 PHASE_COLORS = {"dense": "tab:grey", "lasso": "tab:orange", "masked": "tab:blue", "admm": "tab:red",
                 "retrain": "tab:purple"}
-
-
-def _record(run_dir: Path) -> dict:
-    path = Path(run_dir) / "record.json"
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def _subtitle(record: dict) -> str:
-    prov, tags = record.get("provenance", {}), record.get("tags", {})
-    parts = [prov.get("gpu_name") or record.get("device", ""), record.get("scale") and f"{record['scale']} scale",
-             tags.get("mode") and f"mode {tags['mode']}"]
-    return ", ".join(p for p in parts if p)
 
 
 def _color(phase: str) -> str:
@@ -34,7 +22,7 @@ def clicktrain(run_dir: Path) -> Figure:
     """One arm: test top-1 per epoch by phase; seconds per phase (training passes + pruning work)."""
     run_dir = Path(run_dir)
     epochs = pd.read_csv(run_dir / "epochs.csv")
-    record = _record(run_dir)
+    record = run_record(run_dir)
     metrics = record.get("metrics", {})
     fig = Figure(figsize=(10, 3.8))
     acc, times = fig.subplots(1, 2)
@@ -53,7 +41,7 @@ def clicktrain(run_dir: Path) -> Figure:
                        va="bottom", fontsize=8)
     times.set(ylabel="seconds (training + pruning work)", title=f"end to end {per_phase.sum():.0f}s")
     fig.suptitle(f"{record.get('experiment', run_dir.name)}: {record.get('tags', {}).get('model', '')} on CIFAR-10\n"
-                 f"{_subtitle(record)}", fontsize=10)
+                 f"{run_subtitle(record)}", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -66,7 +54,7 @@ def compare(run_dir: Path) -> Figure:
     run_dir = Path(run_dir)
     arms = pd.read_csv(run_dir / "arms.csv")
     phases = pd.read_csv(run_dir / "phases.csv")
-    record = _record(run_dir)
+    record = run_record(run_dir)
     fig = Figure(figsize=(11, 4.2))
     scatter, bars = fig.subplots(1, 2)
     for row in arms.itertuples():
@@ -85,6 +73,6 @@ def compare(run_dir: Path) -> Figure:
     bars.set(ylabel="seconds (training + pruning work)",
              title="end-to-end time" + (f" (admm / clicktrain {speedup:.2f}x)" if speedup else ""))
     bars.legend(fontsize=8)
-    fig.suptitle(f"ClickTrain vs pruning after / during training and 2:4\n{_subtitle(record)}", fontsize=10)
+    fig.suptitle(f"ClickTrain vs pruning after / during training and 2:4\n{run_subtitle(record)}", fontsize=10)
     fig.tight_layout()
     return fig

@@ -4,7 +4,6 @@ across arms memory against accuracy; our ratios against SZ3's."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import matplotlib
@@ -13,26 +12,16 @@ matplotlib.use("Agg")
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from repro.figures import run_record, run_subtitle  # noqa: E402
 
 MIB = 2**20
-
-
-def _record(run_dir: Path) -> dict:
-    path = Path(run_dir) / "record.json"
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def _subtitle(record: dict) -> str:
-    prov = record.get("provenance", {})
-    parts = [prov.get("gpu_name") or record.get("device", ""), record.get("scale") and f"{record['scale']} scale"]
-    return ", ".join(p for p in parts if p)
 
 
 def compressor_bench(run_dir: Path) -> Figure:
     """GB/s of compress and decompress per case, with the copy and naive-quantise lines; ratio per case."""
     run_dir = Path(run_dir)
     bench = pd.read_csv(run_dir / "bench.csv")
-    record = _record(run_dir)
+    record = run_record(run_dir)
     metrics = record.get("metrics", {})
     sns.set_theme(style="whitegrid", context="paper")
     bench["case"] = bench.kind + "\neb=" + bench.eb.map("{:g}".format)
@@ -54,7 +43,7 @@ def compressor_bench(run_dir: Path) -> Figure:
         rx.annotate(f"err/eb {row.max_err_over_eb:.3f}", (i, row.ratio), ha="center", va="bottom", fontsize=7)
     rx.set(title="compression ratio", xlabel="")
     fig.suptitle(f"COMET compressor on {int(bench['values'].iloc[0]) * 4 / MIB:.0f} MiB of float32 activations\n"
-                 f"{_subtitle(record)}; {record.get('tags', {}).get('backend', '')}", fontsize=9)
+                 f"{run_subtitle(record)}; {record.get('tags', {}).get('backend', '')}", fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -62,7 +51,7 @@ def compressor_bench(run_dir: Path) -> Figure:
 def train_arm(run_dir: Path) -> Figure:
     """Test top-1 per epoch; stored vs raw bytes per layer in the probe step; eb over steps (adaptive)."""
     run_dir = Path(run_dir)
-    record = _record(run_dir)
+    record = run_record(run_dir)
     epochs = pd.read_csv(run_dir / "epochs.csv")
     layers = pd.read_csv(run_dir / "layers.csv")
     decisions = run_dir / "decisions.csv"
@@ -84,7 +73,7 @@ def train_arm(run_dir: Path) -> Figure:
         sns.lineplot(data=d, x="step", y="eb_new", hue="rule", estimator="median", errorbar=("pi", 80), ax=axes[2])
         axes[2].set(yscale="log", ylabel="eb (median over layers, 10-90%)", title="adaptive error bounds")
     fig.suptitle(f"{record.get('experiment', run_dir.name)}: {record.get('tags', {}).get('model', '')} "
-                 f"method {record.get('tags', {}).get('method', '')}\n{_subtitle(record)}", fontsize=9)
+                 f"method {record.get('tags', {}).get('method', '')}\n{run_subtitle(record)}", fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -92,7 +81,7 @@ def train_arm(run_dir: Path) -> Figure:
 def sz3_reference(run_dir: Path) -> Figure:
     """Total ratio of ours and SZ3 per error bound; per-tensor ratios."""
     run_dir = Path(run_dir)
-    record = _record(run_dir)
+    record = run_record(run_dir)
     table = pd.read_csv(run_dir / "sz3.csv")
     sns.set_theme(style="whitegrid", context="paper")
     codecs = ["ours"] + (["sz3"] if "sz3_bytes" in table else [])
@@ -106,7 +95,7 @@ def sz3_reference(run_dir: Path) -> Figure:
     ax.set(title="all saved activations", xlabel="absolute error bound")
     sns.lineplot(data=per_tensor, x="tensor", y="ratio", hue="codec", style="eb", ax=tx)
     tx.set(yscale="log", title="per saved tensor (forward order)")
-    fig.suptitle(f"ours vs SZ3 on dumped activations ({record.get('tags', {}).get('sz3', '')})\n{_subtitle(record)}",
+    fig.suptitle(f"ours vs SZ3 on dumped activations ({record.get('tags', {}).get('sz3', '')})\n{run_subtitle(record)}",
                  fontsize=9)
     fig.tight_layout()
     return fig
@@ -115,7 +104,7 @@ def sz3_reference(run_dir: Path) -> Figure:
 def compare(run_dir: Path) -> Figure:
     """Activation memory and top-1 per arm."""
     run_dir = Path(run_dir)
-    record = _record(run_dir)
+    record = run_record(run_dir)
     arms = pd.read_csv(run_dir / "arms.csv")
     arms["act MiB"] = arms.act_mem_bytes / MIB
     sns.set_theme(style="whitegrid", context="paper")
@@ -131,7 +120,7 @@ def compare(run_dir: Path) -> Figure:
     m = record.get("metrics", {})
     fig.suptitle(f"COMET vs uncompressed and ActNN 2-bit: reduction {m.get('mem_reduction', float('nan')):.2f}x, "
                  f"vs ActNN {m.get('vs_actnn', float('nan')):.2f}x, top-1 loss {m.get('top1_loss', float('nan')):.2f}\n"
-                 f"{_subtitle(record)}", fontsize=9)
+                 f"{run_subtitle(record)}", fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -139,7 +128,7 @@ def compare(run_dir: Path) -> Figure:
 def max_batch(run_dir: Path) -> Figure:
     """Memory of each probed training step against its batch, per method, with the cap."""
     run_dir = Path(run_dir)
-    record = _record(run_dir)
+    record = run_record(run_dir)
     probes = pd.read_csv(run_dir / "probes.csv")
     probes["MiB"] = probes.step_bytes / MIB
     sns.set_theme(style="whitegrid", context="paper")
@@ -153,6 +142,6 @@ def max_batch(run_dir: Path) -> Figure:
     best = ", ".join(f"{k.removeprefix('max_batch_')} {v:.0f}" for k, v in m.items() if k.startswith("max_batch_"))
     ax.set(xscale="log", yscale="log", title=f"largest batch: {best}")
     ax.legend(fontsize=7)
-    fig.suptitle(f"{record.get('tags', {}).get('model', '')} training step memory\n{_subtitle(record)}", fontsize=9)
+    fig.suptitle(f"{record.get('tags', {}).get('model', '')} training step memory\n{run_subtitle(record)}", fontsize=9)
     fig.tight_layout()
     return fig

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
+from repro.figures import run_record, run_subtitle
 
 GIB = 2**30
-
-
-def _record(run_dir: Path) -> dict:
-    path = Path(run_dir) / "record.json"
-    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def _metric(record: dict, key: str) -> str:
@@ -25,18 +20,11 @@ def _metric(record: dict, key: str) -> str:
     return f"{m['est_' + key]:.2f} (estimate)" if "est_" + key in m else "n/a"
 
 
-def _subtitle(record: dict) -> str:
-    prov, tags = record.get("provenance", {}), record.get("tags", {})
-    parts = [prov.get("gpu_name") or record.get("device", ""), record.get("scale") and f"{record['scale']} scale",
-             tags.get("memory_source") or tags.get("timing")]
-    return ", ".join(p for p in parts if p)
-
-
 def peak_memory(run_dir: Path) -> Figure:
     """Per network: static and dynamic memory of each configuration; dynamic / largest layer."""
     run_dir = Path(run_dir)
     table = pd.read_csv(run_dir / "peak_memory.csv")
-    record = _record(run_dir)
+    record = run_record(run_dir)
     measured = bool(table.measured.any())
     dyn = "dynamic_bytes" if measured else "est_dynamic_bytes"
     static = "static_bytes" if measured else "est_static_bytes"
@@ -56,7 +44,7 @@ def peak_memory(run_dir: Path) -> Figure:
             title=f"sn.peak = {_metric(record, 'peak_dynamic_over_largest_layer')}")
     rat.legend(fontsize=8)
     fig.suptitle(f"SuperNeurons peak memory, batch {record.get('params', {}).get('batch_size', '')}\n"
-                 f"{_subtitle(record)}", fontsize=10)
+                 f"{run_subtitle(record, 'memory_source', 'timing')}", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -66,7 +54,7 @@ def depth(run_dir: Path) -> Figure:
     run_dir = Path(run_dir)
     summary = pd.read_csv(run_dir / "depth.csv")
     probes = pd.read_csv(run_dir / "depth_probes.csv")
-    record = _record(run_dir)
+    record = run_record(run_dir)
     fig = Figure(figsize=(12, 4.2))
     bars, search = fig.subplots(1, 2)
     sns.barplot(summary, x="arm", y="max_conv_layers", hue="arm", ax=bars, legend=False)
@@ -82,7 +70,7 @@ def depth(run_dir: Path) -> Figure:
     sns.scatterplot(probes, x="blocks", y="arm", hue="outcome", style="outcome", ax=search,
                     palette={"fits": "tab:green", "fails": "tab:red"}, s=50)
     search.set(xscale="log", xlabel="blocks probed (log)", title="search probes")
-    fig.suptitle(f"SuperNeurons depth\n{_subtitle(record)}", fontsize=10)
+    fig.suptitle(f"SuperNeurons depth\n{run_subtitle(record, 'memory_source', 'timing')}", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -91,13 +79,13 @@ def throughput(run_dir: Path) -> Figure:
     """Images/s of each arm at the equal depth and at the checkpointing arm's maximum depth."""
     run_dir = Path(run_dir)
     table = pd.read_csv(run_dir / "throughput.csv")
-    record = _record(run_dir)
+    record = run_record(run_dir)
     table = table.assign(depth=table.blocks.map(lambda b: f"{b} blocks"))
     fig = Figure(figsize=(8, 4.2))
     ax = fig.subplots()
     sns.barplot(table, x="depth", y="images_per_s", hue="arm", ax=ax)
     ax.set(ylabel="images / s", title=f"ours / plain {_metric(record, 'speed_vs_plain')}x, "
                                        f"ours / checkpoint {_metric(record, 'speed_vs_checkpoint')}x")
-    fig.suptitle(f"SuperNeurons throughput\n{_subtitle(record)}", fontsize=10)
+    fig.suptitle(f"SuperNeurons throughput\n{run_subtitle(record, 'memory_source', 'timing')}", fontsize=10)
     fig.tight_layout()
     return fig
