@@ -128,7 +128,7 @@ def test_arm_figures_render(runs, name, tmp_path):
     assert len(fig.axes) == 2
 
 
-@pytest.mark.parametrize("name", list(ARMS) + ["clicktrain_compare"])
+@pytest.mark.parametrize("name", sorted(p.stem for p in CONFIGS.glob("*.yaml")))
 def test_configs_validate_at_both_scales(name):
     from repro.run import experiment_params
 
@@ -138,11 +138,16 @@ def test_configs_validate_at_both_scales(name):
     paper, smoke = experiment_params(spec, cfg, "paper"), experiment_params(spec, cfg, "smoke")
     module, _, fn = cfg.figure.partition(":")
     assert module == "repro.clicktrain.figures" and hasattr(figures, fn)
-    if name == "clicktrain_compare":
+    if name.endswith("clicktrain_compare"):
         return
-    assert paper.model == "resnet32" and paper.epochs == 40 and paper.n_train == 0 and smoke.n_train == 256
+    vgg = name.startswith("vgg16_")
+    arm = name.removeprefix("vgg16_")
+    assert arm in ARMS
+    assert paper.model == ("vgg16" if vgg else "resnet32") and paper.epochs == 40
+    assert paper.n_train == 0 and smoke.n_train == 256 and smoke.precision == "fp32"
+    assert paper.precision == ("bf16" if vgg else "fp32")  # as the network's dense baseline
     assert paper.cuda_graph  # every arm and phase captured, the baseline's mode: one mode for all epoch times
-    if name in ("clicktrain", "admm"):
-        assert paper.patterns == 4 and paper.kernel_prune_ratio == 0.75
-    if name == "admm":
+    if arm in ("clicktrain", "admm"):
+        assert paper.patterns == (12 if vgg else 4) and paper.kernel_prune_ratio == 0.75
+    if arm == "admm":
         assert (paper.admm_epochs, paper.retrain_epochs) == (20, 20)

@@ -16,7 +16,7 @@ rule clicktrain:
     params:
         scale=SCALE,
     wildcard_constraints:
-        exp="clicktrain|admm|prunetrain|sparse24",
+        exp="(vgg16_)?(clicktrain|admm|prunetrain|sparse24)",
     resources:
         gpu=1,
     container:
@@ -25,23 +25,27 @@ rule clicktrain:
         repro_run("clicktrain/{wildcards.exp}", train="{input.train}", test="{input.test}")
 
 
+# {net}: "" for ResNet-32 (the claims' comparison), "vgg16_" for VGG-16; dense = that network's baseline
 rule clicktrain_compare:
     input:
-        cfg=experiment_config("clicktrain/clicktrain_compare"),
+        cfg=experiment_config("clicktrain/{net}clicktrain_compare"),
         code=sorted(Path("src/repro/clicktrain").glob("*.py")),
-        clicktrain=expand(rules.clicktrain.output.record, exp="clicktrain"),
-        admm=expand(rules.clicktrain.output.record, exp="admm"),
-        prunetrain=expand(rules.clicktrain.output.record, exp="prunetrain"),
-        sparse24=expand(rules.clicktrain.output.record, exp="sparse24"),
-        dense=expand(rules.baseline.output.record, exp="resnet32"),
+        clicktrain=record("clicktrain/{net}clicktrain"),
+        admm=record("clicktrain/{net}admm"),
+        prunetrain=record("clicktrain/{net}prunetrain"),
+        sparse24=record("clicktrain/{net}sparse24"),
+        dense=lambda wc: record("baseline/" + (wc.net.rstrip("_") or "resnet32")),
     output:
-        record=record("clicktrain/clicktrain_compare"),
+        record=record("clicktrain/{net}clicktrain_compare"),
     log:
-        "results/logs/clicktrain/clicktrain_compare.log",
+        "results/logs/clicktrain/{net}clicktrain_compare.log",
     params:
         scale=SCALE,
+    wildcard_constraints:
+        net="(vgg16_)?",
     container:
         CPU_IMAGE
     shell:
-        repro_run("clicktrain/clicktrain_compare", device="cpu", clicktrain="{input.clicktrain}", admm="{input.admm}",
-                  prunetrain="{input.prunetrain}", sparse24="{input.sparse24}", dense="{input.dense}")
+        repro_run("clicktrain/{wildcards.net}clicktrain_compare", device="cpu", clicktrain="{input.clicktrain}",
+                  admm="{input.admm}", prunetrain="{input.prunetrain}", sparse24="{input.sparse24}",
+                  dense="{input.dense}")
