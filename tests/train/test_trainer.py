@@ -160,3 +160,27 @@ def test_compile_failure_falls_back_to_eager(data, monkeypatch):
         "torch.compile failed (RuntimeError: no C++ compiler); fell back"]
     assert result.history.train_loss.notna().all()
 
+
+
+def test_begin_epoch_restarts_warm_up_when_the_step_key_changes():
+    """The CUDA-graph bookkeeping, without a GPU: a new key (a new phase) drops the captured step."""
+    from repro.train.step import TrainStep
+
+    class Phased(TrainHooks):
+        graph_safe = True
+        phase = "dense"
+
+        def step_key(self):
+            return self.phase
+
+    hooks = Phased()
+    model = torch.nn.Linear(2, 2)
+    step = TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1), hooks, device="cpu")
+    step.cuda_graph = True  # as on a GPU; no step is run here
+    step.begin_epoch()
+    step.graph, step.calls = "captured", 5
+    step.begin_epoch()  # same phase: the captured step stays
+    assert (step.graph, step.calls, step.graph_key) == ("captured", 5, "dense")
+    hooks.phase = "masked"
+    step.begin_epoch()
+    assert (step.graph, step.calls, step.graph_key) == (None, 0, "masked")

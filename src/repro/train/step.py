@@ -8,9 +8,9 @@ cudagraph   the whole step captured once as a CUDA graph and replayed: one launc
             first ``warmup_steps`` steps run eagerly on a side stream (cuDNN autotuning, lazy
             optimiser state, compilation), as the CUDA-graph documentation requires.
 Modes combine ("compile+cudagraph"). Hooks with phases change ``hooks.step_key()`` between epochs;
-the step is then warmed up and captured again (``captures`` counts them). If compilation or capture fails, the step falls back to the
-next simpler mode and records why in ``notes``; the same batches and learning rates are used in
-every mode.
+``begin_epoch()`` then drops the graph, and the step is warmed up and captured again (``captures``
+counts them). If compilation or capture fails, the step falls back to the next simpler mode and
+records why in ``notes``; the same batches and learning rates are used in every mode.
 
 Loss and correct-prediction counts accumulate on the device, so no step waits for the host.
 The learning rate is a device tensor in the optimiser (fused SGD reads it on the device), so a
@@ -78,9 +78,14 @@ class TrainStep:
         parts = [name for name, on in (("compile", self.compile), ("cudagraph", self.cuda_graph)) if on]
         return "+".join(parts) or "eager"
 
-    def reset_meters(self) -> None:
+    def begin_epoch(self) -> None:
+        """Zero the loss and accuracy meters; if the hooks' step key changed (a new phase, set in
+        ``on_epoch_end``), warm up and capture anew. Once per epoch, off the per-step path."""
         self.loss_sum.zero_()
         self.correct.zero_()
+        key = self.hooks.step_key()
+        if self.cuda_graph and key != self.graph_key:
+            self.graph_key, self.graph, self.calls = key, None, 0
 
     def _fall_back(self, what: str, exc: BaseException) -> None:
         note = f"{what} failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); fell back"
@@ -131,8 +136,6 @@ class TrainStep:
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """One step on batch (x, y); every call must use the same shapes when cuda_graph is on."""
-        if self.cuda_graph and self.hooks.step_key() != self.graph_key:
-            self.graph_key, self.graph, self.calls = self.hooks.step_key(), None, 0  # new phase: warm up, capture
         if not self.cuda_graph:
             self._eager(x, y)
         elif self.calls < self.warmup_steps:

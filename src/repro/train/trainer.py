@@ -205,7 +205,7 @@ def train(model: nn.Module, train_split: Split, test_split: Split, cfg: TrainCon
         for epoch in progress(epochs, total=len(epochs), desc="epochs") if progress else epochs:
             plan = epoch_plan(len(train_split), cfg.batch_size, seed, epoch, cfg.augment).to(train_x.device)
             wrapped.train()
-            step.reset_meters()
+            step.begin_epoch()
             if dev.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(dev)
             _sync(dev)
