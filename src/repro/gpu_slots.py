@@ -21,10 +21,15 @@ log = logging.getLogger("repro")
 _held = []  # open lock files: the claim lasts as long as the process
 
 
-def claim_gpu(lock_dir: Path, poll_s: float = 2.0, count: int | None = None) -> int | None:
+def default_lock_dir() -> Path:
+    return Path(os.environ.get("REPRO_GPU_LOCKS", "results/.gpu-slots"))
+
+
+def claim_gpu(lock_dir: Path | None = None, poll_s: float = 2.0, count: int | None = None) -> int | None:
     """Claim a free GPU (waiting for one if all are taken); returns its index, or None if no claim was needed."""
     if "CUDA_VISIBLE_DEVICES" in os.environ:
         return None
+    lock_dir = lock_dir or default_lock_dir()
     n = gpu_count() if count is None else count
     if n <= 1:
         return None
@@ -54,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     import subprocess
 
     parser = argparse.ArgumentParser(prog="python -m repro.gpu_slots", description=main.__doc__)
-    parser.add_argument("--locks", type=Path, default=Path(os.environ.get("REPRO_GPU_LOCKS", "results/.gpu-slots")))
+    parser.add_argument("--locks", type=Path, default=default_lock_dir())
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command

@@ -67,7 +67,7 @@ def execute(cfg: DictConfig) -> Path:
     spec = load_entry(exp_cfg.entry)
     params = experiment_params(spec, exp_cfg, scale)
     if cfg.device != "cpu":  # before anything initialises CUDA
-        claim_gpu(Path(os.environ.get("REPRO_GPU_LOCKS", "results/.gpu-slots")))
+        claim_gpu()
     out_dir = Path(cfg.out)
     inputs = {k: Path(v) for k, v in (cfg.inputs or {}).items() if v is not None}
     for name, path in inputs.items():
