@@ -7,8 +7,8 @@ Kernels (kernels/comet_codec.cu) run on torch's current stream, from the cubin t
 pipeline's kernel build makes (`kernels_dir` argument, else $REPRO_KERNELS_DIR, else
 results/build/kernels). compress() makes three launches and one host sync: it reads the total
 payload size (and the NaN/Inf flag) so that the payload is allocated at its true size and the
-input's memory is really freed once the caller drops it. That sync costs a round trip (~10-20 us)
-and drains the stream, which matters in training (one per saved activation).
+input's memory is really freed once the caller drops it. That sync waits for the stream to drain,
+which matters in training (one per saved activation; not yet measured on its own).
 Transient memory: 24 bytes per 1024-value block (sizes, offsets) during a call.
 """
 

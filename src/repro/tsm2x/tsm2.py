@@ -29,6 +29,7 @@ files). A problem with n (or k) below an instantiated size runs on the next larg
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass, replace
@@ -324,6 +325,7 @@ def kernel_function(variant: Variant, kernels_dir: Path | None = None):
     return _MODULES[key].get_function(variant.kernel)
 
 
+@functools.lru_cache(maxsize=None)
 def sm_count(device: int) -> int:
     import cupy
 
