@@ -184,3 +184,22 @@ def test_begin_epoch_restarts_warm_up_when_the_step_key_changes():
     hooks.phase = "masked"
     step.begin_epoch()
     assert (step.graph, step.calls, step.graph_key) == (None, 0, "masked")
+
+
+def test_eval_flip_averages_the_logits_of_image_and_mirror(data):
+    from repro.train.augment import DeviceAugment
+    from repro.train.trainer import evaluate
+
+    _, test = data
+    model = _model().eval()
+    images, labels = torch.from_numpy(test.images), torch.from_numpy(test.labels)
+    augment = DeviceAugment((0.5, 0.5, 0.5), (0.25, 0.25, 0.25), 32, 32, "cpu", channels_last=False)
+    with torch.no_grad():
+        x = augment.normalize(images)
+        mean_logits = (model(x) + model(x.flip(3))) / 2
+    want_loss = torch.nn.functional.cross_entropy(mean_logits, labels.long()).item()
+    want_top1 = 100.0 * (mean_logits.argmax(1) == labels).float().mean().item()
+    loss, top1 = evaluate(model, images, labels, augment, batch_size=10, flip=True)
+    assert loss == pytest.approx(want_loss, rel=1e-5)
+    assert top1 == pytest.approx(want_top1)
+    assert evaluate(model, images, labels, augment, batch_size=10)[0] != pytest.approx(loss, rel=1e-6)

@@ -51,6 +51,7 @@ class TrainConfig:
     warmup_epochs: float = 1.0
     label_smoothing: float = 0.0
     augment: bool = True  # random crop (pad 4) + horizontal flip
+    eval_flip: bool = False  # test-time augmentation: average the logits of each image and its mirror
     precision: str = "fp32"  # fp32 | bf16 (autocast; weights and optimiser stay fp32)
     channels_last: bool = True
     compile: bool = False  # torch.compile the model
@@ -125,8 +126,9 @@ def make_sgd(params, cfg: TrainConfig, device) -> tuple[torch.optim.SGD, torch.T
 
 @torch.no_grad()
 def evaluate(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, augment: DeviceAugment,
-             batch_size: int = 1000, precision: str = "fp32") -> tuple[float, float]:
-    """(mean cross-entropy, top-1 in percent) of ``model`` on uint8 NHWC ``images``."""
+             batch_size: int = 1000, precision: str = "fp32", flip: bool = False) -> tuple[float, float]:
+    """(mean cross-entropy, top-1 in percent) of ``model`` on uint8 NHWC ``images``; with ``flip``,
+    of the mean logits of each image and its horizontal mirror."""
     was_training = model.training
     model.eval()
     loss_sum = torch.zeros((), device=augment.device)
@@ -136,6 +138,8 @@ def evaluate(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, augme
         y = labels[start:start + batch_size].to(augment.device, non_blocking=True)
         with autocast(augment.device.type, precision):
             out = model(x)
+            if flip:
+                out = (out.float() + model(x.flip(3)).float()) / 2
         loss_sum += nn.functional.cross_entropy(out.float(), y, reduction="sum")
         correct += (out.argmax(1) == y).sum()
     model.train(was_training)
@@ -224,7 +228,8 @@ def train(model: nn.Module, train_split: Split, test_split: Split, cfg: TrainCon
                 raise TrainingDiverged(f"training loss became {train_loss} in epoch {epoch + 1} (lr {lr_value:.4g}); "
                                        "lower the learning rate or train in fp32")
             t1 = time.perf_counter()
-            test_loss, test_top1 = evaluate(wrapped, test_x, test_y, augment, cfg.eval_batch_size, cfg.precision)
+            test_loss, test_top1 = evaluate(wrapped, test_x, test_y, augment, cfg.eval_batch_size, cfg.precision,
+                                           cfg.eval_flip)
             row = dict(epoch=epoch + 1, lr=lr_value, train_loss=train_loss,
                        train_top1=100.0 * step.correct.item() / seen, test_loss=test_loss, test_top1=test_top1,
                        train_s=train_s, eval_s=time.perf_counter() - t1, images_per_s=seen / train_s,
