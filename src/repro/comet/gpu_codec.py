@@ -5,11 +5,13 @@
 
 Kernels (kernels/comet_codec.cu) run on torch's current stream, from the cubin that the
 pipeline's kernel build makes (`kernels_dir` argument, else $REPRO_KERNELS_DIR, else
-results/build/kernels). compress() makes three launches and one host sync: it reads the total
-payload size (and the NaN/Inf flag) so that the payload is allocated at its true size and the
-input's memory is really freed once the caller drops it. That sync waits for the stream to drain,
-which matters in training (one per saved activation; not yet measured on its own).
-Transient memory: 24 bytes per 1024-value block (sizes, offsets) during a call.
+results/build/kernels). compress() makes three launches (widths, an in-place scan, pack) and one
+host sync: it reads one number, the last scan key, which holds both the payload size and the
+count of NaN/Inf blocks, so that the payload is allocated at its true size and the input's memory
+is really freed once the caller drops it. That sync waits for the stream to drain, which matters
+in training (one per saved activation). decompress() makes two launches (scan, unpack) and no
+sync. Every torch call is a launch or an allocation that costs CPU time per saved tensor, so both
+keep them to the minimum. Transient memory: 8 bytes per 1024-value block (scan keys) during a call.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from repro.comet.codec import BLOCK, Compressed, check_eb, nblocks, step_of
 from repro.tsm2x.tsm2 import default_kernels_dir, launch_stream
 
 WARPS_PER_CTA = 8
+_END_BITS = 40  # comet_codec.cu's COMET_END_MASK: scan keys carry block ends below, NaN/Inf blocks above
 _MODULES: dict = {}
 
 
@@ -78,24 +81,21 @@ def compress(t, eb: float, kernels_dir: Path | None = None) -> Compressed:
         return Compressed(n=0, eb=float(eb32), widths=widths, anchors=anchors,
                           payload=torch.empty(0, dtype=torch.int32, device=device))
     fns = _functions(device.index, kernels_dir)
-    nonfinite = torch.zeros(1, dtype=torch.int32, device=device)
+    keys = torch.empty(nb, dtype=torch.int64, device=device)
     grid, block = _grid(nb)
     step = step_of(eb32)
     _launch(fns["comet_widths"], device.index, grid, block,
             (np.uint64(flat.data_ptr()), np.int64(n), np.float32(step), np.float64(eb32),
-             np.uint64(widths.data_ptr()), np.uint64(anchors.data_ptr()), np.uint64(nonfinite.data_ptr()),
+             np.uint64(widths.data_ptr()), np.uint64(anchors.data_ptr()), np.uint64(keys.data_ptr()),
              np.int64(nb)))
-    sizes = widths.to(torch.int64) * 32
-    ends = torch.cumsum(sizes, 0)
-    total, bad = torch.stack([ends[-1], nonfinite[0].to(torch.int64)]).tolist()  # the one host sync
-    if bad:
+    last = int(keys.cumsum_(0)[-1])  # the one host sync: block ends (low 40 bits), non-finite blocks (high)
+    if last >> _END_BITS:
         count = int((~torch.isfinite(flat)).sum())
         raise ValueError(f"cannot compress non-finite values: {count} NaN/Inf in a tensor of {n}")
-    offsets = ends - sizes
-    payload = torch.empty(total, dtype=torch.int32, device=device)
+    payload = torch.empty(32 * last, dtype=torch.int32, device=device)
     _launch(fns["comet_pack"], device.index, grid, block,
             (np.uint64(flat.data_ptr()), np.int64(n), np.float32(step), np.float64(eb32),
-             np.uint64(widths.data_ptr()), np.uint64(offsets.data_ptr()), np.uint64(payload.data_ptr()), np.int64(nb)))
+             np.uint64(widths.data_ptr()), np.uint64(keys.data_ptr()), np.uint64(payload.data_ptr()), np.int64(nb)))
     return Compressed(n=n, eb=float(eb32), widths=widths, anchors=anchors, payload=payload)
 
 
@@ -115,12 +115,11 @@ def decompress(c: Compressed, out=None, kernels_dir: Path | None = None):
     if c.n == 0:
         return out
     fns = _functions(device.index, kernels_dir)
-    sizes = c.widths.to(torch.int64) * 32
-    offsets = torch.cumsum(sizes, 0) - sizes
+    ends = torch.cumsum(c.widths, 0, dtype=torch.int64)
     grid, block = _grid(nb)
     _launch(fns["comet_unpack"], device.index, grid, block,
             (np.uint64(c.payload.data_ptr()), np.uint64(c.widths.data_ptr()), np.uint64(c.anchors.data_ptr()),
-             np.uint64(offsets.data_ptr()),
+             np.uint64(ends.data_ptr()),
              np.float32(step_of(np.float32(c.eb))), np.uint64(out.data_ptr()), np.int64(c.n), np.int64(nb)))
     return out
 

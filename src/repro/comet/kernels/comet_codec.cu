@@ -4,11 +4,14 @@
 // One warp per block of 1024 values; a warp reads its block as 8 chunks of 128 values, each lane
 // one float4 (coalesced 512-byte loads). Three launches:
 //   comet_widths  quantise + Lorenzo + zigzag, OR-reduce -> per-block bit width (RAW if any value
-//                 breaks the bound) and anchor (the block's first code); flags NaN/Inf.
-//   (host: exclusive prefix sum of 32 * width -> block offsets in words; one sync reads the total
-//    so that the payload is allocated at its true size)
+//                 breaks the bound) and anchor (the block's first code); also a scan key per block,
+//                 width + (1 << 40 if the block holds NaN/Inf).
+//   (host: inclusive prefix sum of the keys in place -> block ends in units of 32 words (low 40 bits)
+//    and the count of non-finite blocks (high bits); one sync reads the last key, so that the payload
+//    is allocated at its true size and a NaN/Inf input is refused, from one number)
 //   comet_pack    recomputes the codes and writes bit planes: one __ballot_sync per plane of 32
-//                 values, lanes < width store the plane words (coalesced).
+//                 values, lanes < width store the plane words (coalesced). Block offset in words:
+//                 32 * (end - width).
 //   comet_unpack  rebuilds codes from planes (__shfl_sync broadcast), un-zigzags, warp prefix sum
 //                 (Lorenzo inverse) from the anchor, scales by the step.
 // Arithmetic uses __fdiv_rn / __fmul_rn / __fadd_rn / __fsub_rn / floorf so that nvcc cannot
@@ -19,6 +22,7 @@
 #define COMET_CHUNKS 8
 #define COMET_RAW 32
 #define FULL_MASK 0xffffffffu
+#define COMET_END_MASK ((1ll << 40) - 1)  // low bits of a scan key: block ends; high: non-finite blocks
 
 struct Quant {
     int q;
@@ -98,7 +102,7 @@ __device__ __forceinline__ void codes(const float4 v, float step, double eb, int
 
 extern "C" __global__ void comet_widths(const float* __restrict__ x, long long n, float step, double eb,
                                         unsigned char* __restrict__ widths, int* __restrict__ anchors,
-                                        int* __restrict__ nonfinite, long long nblocks) {
+                                        long long* __restrict__ keys, long long nblocks) {
     const int lane = threadIdx.x & 31;
     const long long blk = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (blk >= nblocks) return;  // the whole warp leaves together
@@ -123,22 +127,24 @@ extern "C" __global__ void comet_widths(const float* __restrict__ x, long long n
     allok = __all_sync(FULL_MASK, allok);
     allfinite = __all_sync(FULL_MASK, allfinite);
     if (lane == 0) {
-        if (!allfinite) atomicOr(nonfinite, 1);
-        widths[blk] = (unsigned char)(allok ? (orz ? 32 - __clz(orz) : 0) : COMET_RAW);
+        const int w = allok ? (orz ? 32 - __clz(orz) : 0) : COMET_RAW;
+        widths[blk] = (unsigned char)w;
         anchors[blk] = allok ? anchor : 0;
+        keys[blk] = (long long)w + (allfinite ? 0ll : (1ll << 40));
     }
 }
 
 extern "C" __global__ void comet_pack(const float* __restrict__ x, long long n, float step, double eb,
                                       const unsigned char* __restrict__ widths,
-                                      const long long* __restrict__ offsets, unsigned* __restrict__ payload,
+                                      const long long* __restrict__ ends, unsigned* __restrict__ payload,
                                       long long nblocks) {
     const int lane = threadIdx.x & 31;
     const long long blk = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (blk >= nblocks) return;
     const int w = widths[blk];
     if (w == 0) return;
-    unsigned* __restrict__ out = payload + offsets[blk];  // 128-byte aligned: offsets are multiples of 32 words
+    // 128-byte aligned: offsets are multiples of 32 words
+    unsigned* __restrict__ out = payload + 32 * ((ends[blk] & COMET_END_MASK) - w);
     const long long base = blk * COMET_BLOCK + 4 * lane;
     float4 v[COMET_CHUNKS];
 #pragma unroll
@@ -169,7 +175,7 @@ extern "C" __global__ void comet_pack(const float* __restrict__ x, long long n, 
 extern "C" __global__ void comet_unpack(const unsigned* __restrict__ payload,
                                         const unsigned char* __restrict__ widths,
                                         const int* __restrict__ anchors,
-                                        const long long* __restrict__ offsets, float step,
+                                        const long long* __restrict__ ends, float step,
                                         float* __restrict__ y, long long n, long long nblocks) {
     const int lane = threadIdx.x & 31;
     const long long blk = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -183,7 +189,7 @@ extern "C" __global__ void comet_unpack(const unsigned* __restrict__ payload,
         for (int c = 0; c < COMET_CHUNKS; ++c) store4(y, n, base + c * 128, make_float4(a, a, a, a));
         return;
     }
-    const unsigned* __restrict__ in = payload + offsets[blk];
+    const unsigned* __restrict__ in = payload + 32 * (ends[blk] - w);  // ends: inclusive scan of the widths
     if (w == COMET_RAW) {
 #pragma unroll
         for (int c = 0; c < COMET_CHUNKS; ++c)
