@@ -34,7 +34,7 @@ def expected_counts() -> dict:
             "ceilings": per_paper["ceilings"], "baseline": per_paper["baseline"], "tsm2x": per_paper["tsm2x"],
             "clicktrain": per_paper["clicktrain"] - 2, "clicktrain_compare": 2,
             "superneurons": per_paper["superneurons"] - 1, "superneurons_throughput": 1,
-            "comet_bench": 1, "comet_max_batch": 1, "comet_arm": 4, "comet_sz3": 1, "comet_compare": 1}
+            "comet_bench": 1, "comet_step_bench": 1, "comet_max_batch": 1, "comet_arm": 4, "comet_sz3": 1, "comet_compare": 1}
 
 
 @pytest.mark.parametrize("scale", ["smoke", "paper"])

@@ -13,8 +13,9 @@ from omegaconf import OmegaConf
 from conftest import prepared_splits
 from repro import records
 from repro.comet import figures
-from repro.comet.experiment import (ArmParams, BenchParams, CompareParams, MaxBatchParams, SZ3Params, compare,
-                                    compressor_bench, largest_batch, max_batch, sz3_reference, train_arm)
+from repro.comet.experiment import (ArmParams, BenchParams, CompareParams, MaxBatchParams, StepBenchParams, SZ3Params,
+                                    compare, compressor_bench, largest_batch, max_batch, step_bench, sz3_reference,
+                                    train_arm)
 from repro.experiment import Context, load_entry
 
 CONFIGS = Path(__file__).resolve().parents[2] / "config" / "experiment" / "comet"
@@ -206,3 +207,23 @@ def test_max_batch_smoke(tmp_path):
     figures.max_batch(tmp_path)
     with pytest.raises(ValueError, match="must include none"):
         max_batch(MaxBatchParams(methods=["fixed"]), Context(out_dir=tmp_path, device="cpu"))
+
+
+def test_step_bench_times_every_arm_and_feeds_compare(arms, tmp_path):
+    p = StepBenchParams(model="resnet20", model_kw={"width": 4}, batch_size=8, channels_last=False, min_numel=1024,
+                        warmup=1, steps=2, rounds=2)
+    result = step_bench(p, Context(out_dir=tmp_path / "bench", device="cpu", seed=1))
+    m, steps = result.metrics, result.tables["steps"]
+    assert len(steps) == 2 * len(ARMS) and (steps.step_s > 0).all()
+    assert m["speed_ratio_none"] == 1.0 and m["host_codec_ms_none"] == 0.0
+    for method in ("fixed", "adaptive", "actnn"):
+        assert m[f"host_codec_ms_{method}"] > 0  # the hooks really encoded and decoded
+        assert m[f"speed_ratio_{method}"] == pytest.approx(m[f"images_per_s_{method}"] / m["images_per_s_none"])
+    bench = _write_record(tmp_path / "bench", "comet_step_bench", result, dataclasses.asdict(p))
+    figures.step_bench(tmp_path / "bench")
+    inputs = {name: path for name, (path, _) in arms.items()} | {"step_bench": bench}
+    cmp = compare(CompareParams(), Context(out_dir=tmp_path / "cmp", inputs=inputs))
+    assert cmp.metrics["throughput_ratio"] == pytest.approx(m["speed_ratio_adaptive"])
+    assert cmp.tags["throughput_ratio"].startswith("step_bench")
+    with pytest.raises(ValueError, match="must include 'none'"):
+        step_bench(StepBenchParams(methods=["fixed"]), Context(out_dir=tmp_path, device="cpu"))

@@ -44,6 +44,25 @@ rule comet_max_batch:
         repro_run("comet/comet_max_batch", kernels="results/build/kernels")
 
 
+rule comet_step_bench:
+    input:
+        cfg=experiment_config("comet/comet_step_bench"),
+        code=sorted(Path("src/repro/comet").glob("*.py")),
+        kernels=rules.build_kernels.output.manifest,
+    output:
+        record=record("comet/comet_step_bench"),
+    log:
+        "results/logs/comet/comet_step_bench.log",
+    params:
+        scale=SCALE,
+    resources:
+        gpu=1,
+    container:
+        GPU_IMAGE
+    shell:
+        repro_run("comet/comet_step_bench", kernels="results/build/kernels")
+
+
 rule comet_arm:
     input:
         cfg=experiment_config("comet/{exp}"),
@@ -95,6 +114,7 @@ rule comet_compare:
         fixed_eb=expand(rules.comet_arm.output.record, exp="comet_fixed_eb"),
         adaptive_eb=expand(rules.comet_arm.output.record, exp="comet_adaptive_eb"),
         actnn2bit=expand(rules.comet_arm.output.record, exp="comet_actnn2bit"),
+        step_bench=rules.comet_step_bench.output.record,
     output:
         record=record("comet/comet_compare"),
     log:
@@ -105,4 +125,4 @@ rule comet_compare:
         CPU_IMAGE
     shell:
         repro_run("comet/comet_compare", device="cpu", uncompressed="{input.uncompressed}", fixed_eb="{input.fixed_eb}",
-                  adaptive_eb="{input.adaptive_eb}", actnn2bit="{input.actnn2bit}")
+                  adaptive_eb="{input.adaptive_eb}", actnn2bit="{input.actnn2bit}", step_bench="{input.step_bench}")

@@ -15,12 +15,18 @@ sz3_reference     the activations saved by one training-mode forward of the trai
                   codec and by SZ3 itself (pysz) at the same absolute error bounds.
 max_batch         the largest batch whose training step fits a memory cap, uncompressed vs ours
                   (fixed eb) vs ActNN, on synthetic CIFAR-shaped batches.
+step_bench        training-step images/s of every arm side by side in one process (the speed
+                  claim's measurement: the arms' own images/s depend on what shared the GPU), and
+                  the host time spent inside encode/decode per step.
 compare           cross-arm ratios from the arms' records (inputs uncompressed, fixed_eb,
-                  adaptive_eb, actnn2bit): mem_reduction, vs_actnn, top1_loss, throughput_ratio.
+                  adaptive_eb, actnn2bit): mem_reduction, vs_actnn, top1_loss; throughput_ratio
+                  from inputs.step_bench when given, else from the arms' records.
 """
 
 from __future__ import annotations
 
+import contextlib
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -487,6 +493,114 @@ def _load_test(ctx: Context):
     return read_split(ctx.inputs["test"])
 
 
+# ---- training-step speed of every arm, side by side ---------------------------------------------
+
+
+@dataclass
+class StepBenchParams:
+    model: str = "resnet32"
+    model_kw: dict = field(default_factory=dict)
+    batch_size: int = 128
+    image_size: int = 32
+    num_classes: int = 10
+    channels_last: bool = True
+    methods: list = field(default_factory=lambda: list(METHODS))
+    eb: float = 0.05  # fixed and adaptive (before any re-tune: the bench is shorter than W)
+    min_numel: int = 4096
+    group_size: int = 256
+    warmup: int = 5
+    steps: int = 40
+    rounds: int = 2  # the methods run round-robin this many times; the median round counts
+
+
+class _HostClock:
+    """Wraps hooks.encode/decode to add up the host seconds spent inside them."""
+
+    def __init__(self, hooks):
+        self.seconds = 0.0
+        for name in ("encode", "decode"):
+            setattr(hooks, name, self._timed(getattr(hooks, name)))
+
+    def _timed(self, fn):
+        def timed(*args):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                self.seconds += time.perf_counter() - t0
+        return timed
+
+
+@experiment(params=StepBenchParams, needs_gpu=False)
+def step_bench(p: StepBenchParams, ctx: Context) -> Result:
+    for method in p.methods:
+        if method not in METHODS:
+            raise ValueError(f"methods: unknown method {method!r}; known: {', '.join(METHODS)}")
+    if "none" not in p.methods:
+        raise ValueError("methods must include 'none' (the uncompressed step every ratio is taken against)")
+    cuda = ctx.device == "cuda"
+    gen = torch.Generator().manual_seed(ctx.seed)
+    x = torch.randn(p.batch_size, 3, p.image_size, p.image_size, generator=gen).to(ctx.device)
+    if p.channels_last and cuda:
+        x = x.contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, p.num_classes, (p.batch_size,), generator=gen).to(ctx.device)
+    setups = {}
+    for method in p.methods:
+        torch.manual_seed(ctx.seed)
+        model = build_model(p.model, num_classes=p.num_classes, **p.model_kw).to(ctx.device)
+        if p.channels_last and cuda:
+            model = model.to(memory_format=torch.channels_last)
+        hooks = make_hooks(method, eb=p.eb, min_numel=p.min_numel, group_size=p.group_size, seed=ctx.seed,
+                           kernels_dir=ctx.inputs.get("kernels"))
+        clock = None
+        if hooks is not None:
+            hooks.wrap_model(model)
+            clock = _HostClock(hooks)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, fused=cuda)
+        setups[method] = (model, hooks, clock, opt)
+
+    def run(method: str, steps: int) -> tuple[float, float]:
+        model, hooks, clock, opt = setups[method]
+        host0 = clock.seconds if clock else 0.0
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            # the uncompressed arm runs the plain trainer: no hooks at all
+            with hooks.saved_tensors_hooks() if hooks is not None else contextlib.nullcontext():
+                loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            if hooks is not None:
+                hooks.after_backward(model)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        if cuda:
+            torch.cuda.synchronize()
+        return (time.perf_counter() - t0) / steps, ((clock.seconds if clock else 0.0) - host0) / steps
+
+    for method in p.methods:
+        run(method, p.warmup)
+    rows = []
+    for r in range(p.rounds):
+        for method in p.methods:
+            step_s, host_s = run(method, p.steps)
+            rows.append(dict(round=r, method=method, step_s=step_s, host_codec_s=host_s,
+                             images_per_s=p.batch_size / step_s))
+            ctx.log.info("round %d %-9s %7.2f ms/step (%6.0f img/s), host time in encode/decode %6.2f ms/step",
+                         r, method, 1e3 * step_s, p.batch_size / step_s, 1e3 * host_s)
+    table = pd.DataFrame(rows)
+    med = table.groupby("method").median(numeric_only=True)
+    metrics = {}
+    for method in p.methods:
+        metrics[f"images_per_s_{method}"] = med.images_per_s[method]
+        metrics[f"host_codec_ms_{method}"] = 1e3 * med.host_codec_s[method]
+        metrics[f"speed_ratio_{method}"] = med.images_per_s[method] / med.images_per_s["none"]
+    tags = dict(model=p.model, batch=p.batch_size, data="random CIFAR-shaped batch (no loader, no augmentation)",
+                mode="eager (the arms' mode)", timing=f"wall clock over {p.steps} steps after a device sync; "
+                                                       f"median of {p.rounds} round-robin rounds")
+    return Result(metrics=metrics, tables={"steps": table}, tags=tags)
+
+
 # ---- cross-arm comparison -----------------------------------------------------------------------
 
 
@@ -496,6 +610,7 @@ class CompareParams:
 
 
 ARMS = ("uncompressed", "fixed_eb", "adaptive_eb", "actnn2bit")
+METHOD_OF = {"uncompressed": "none", "fixed_eb": "fixed", "adaptive_eb": "adaptive", "actnn2bit": "actnn"}
 
 
 @experiment(params=CompareParams, needs_gpu=False)
@@ -512,11 +627,18 @@ def compare(p: CompareParams, ctx: Context) -> Result:
     def reduction(m):
         return base["act_mem_bytes"] / m["act_mem_bytes"]
 
+    arm_speed = ours["images_per_s"] / base["images_per_s"]
+    if "step_bench" in ctx.inputs:
+        bench = records.read(ctx.inputs["step_bench"])["metrics"]
+        speed, speed_from = bench[f"speed_ratio_{METHOD_OF[p.ours]}"], "step_bench (side by side, one process)"
+    else:
+        speed, speed_from = arm_speed, "the arms' records (each arm's own run)"
     metrics = dict(
         mem_reduction=reduction(ours),
         vs_actnn=reduction(ours) / reduction(actnn),
         top1_loss=base["final_top1"] - ours["final_top1"],
-        throughput_ratio=ours["images_per_s"] / base["images_per_s"],
+        throughput_ratio=speed,
+        throughput_ratio_arm_runs=arm_speed,
         peak_reduction=base["peak_mem_bytes"] / ours["peak_mem_bytes"],
         actnn_mem_reduction=reduction(actnn),
         actnn_top1_loss=base["final_top1"] - actnn["final_top1"],
@@ -529,6 +651,6 @@ def compare(p: CompareParams, ctx: Context) -> Result:
                  mem_reduction=reduction(m), final_top1=m["final_top1"], images_per_s=m["images_per_s"],
                  peak_mem_bytes=m["peak_mem_bytes"], step_peak_bytes=m.get("step_peak_bytes"))
             for name, m in arms.items()]
-    tags = dict(ours=p.ours, mem_reduction="activation memory of the uncompressed arm / ours (probe step: CUDA "
+    tags = dict(ours=p.ours, throughput_ratio=speed_from, mem_reduction="activation memory of the uncompressed arm / ours (probe step: CUDA "
                                            "allocated after forward - before on a GPU, accounted bytes on the CPU)")
     return Result(metrics=metrics, tables={"arms": pd.DataFrame(rows)}, tags=tags)

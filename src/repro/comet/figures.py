@@ -145,3 +145,31 @@ def max_batch(run_dir: Path) -> Figure:
     fig.suptitle(f"{record.get('tags', {}).get('model', '')} training step memory\n{run_subtitle(record)}", fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def step_bench(run_dir: Path) -> Figure:
+    """Training-step images/s per arm (median round), with the host time spent in the codec."""
+    run_dir = Path(run_dir)
+    record = run_record(run_dir)
+    steps = pd.read_csv(run_dir / "steps.csv")
+    med = steps.groupby("method", sort=False).median(numeric_only=True).reset_index()
+    base = float(med.loc[med.method == "none", "images_per_s"].iloc[0])
+    sns.set_theme(style="whitegrid", context="paper")
+    fig = Figure(figsize=(9, 4))
+    ax, hx = fig.subplots(1, 2)
+    sns.barplot(data=med, x="method", y="images_per_s", ax=ax, color="tab:blue")
+    for i, row in enumerate(med.itertuples()):
+        ax.annotate(f"{row.images_per_s / base:.2f}x", (i, row.images_per_s), ha="center", va="bottom", fontsize=8)
+    ax.axhline(0.8 * base, color="grey", ls=":", lw=1, label="target 0.8x uncompressed")
+    ax.set(title="training step, images/s", xlabel="arm", ylabel="images / s")
+    ax.legend(fontsize=7)
+    med["host_codec_ms"] = 1e3 * med.host_codec_s
+    med["step_ms"] = 1e3 * med.step_s
+    sns.barplot(data=med.melt(id_vars="method", value_vars=["step_ms", "host_codec_ms"], var_name="part",
+                              value_name="ms"), x="method", y="ms", hue="part", ax=hx)
+    hx.set(title="ms per step and host ms inside encode/decode", xlabel="arm")
+    tags = record.get("tags", {})
+    fig.suptitle(f"COMET arms side by side: {tags.get('model', '')}, batch {tags.get('batch', '')}, "
+                 f"{tags.get('mode', '')}\n{run_subtitle(record)}", fontsize=9)
+    fig.tight_layout()
+    return fig

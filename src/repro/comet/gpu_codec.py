@@ -30,15 +30,20 @@ _MODULES: dict = {}
 
 
 def _functions(device: int, kernels_dir: Path | None):
+    """The kernels, loaded once per (kernels_dir as given, device): this runs for every saved
+    tensor in training, so the hit path resolves no paths (a changed $REPRO_KERNELS_DIR is not
+    seen after the first call with kernels_dir=None)."""
+    hit = _MODULES.get((kernels_dir, device))
+    if hit is not None:
+        return hit
     import cupy
 
     path = cubin_path(Path(kernels_dir) if kernels_dir is not None else default_kernels_dir(), "comet_codec")
-    key = (str(path.resolve()), device)
-    if key not in _MODULES:
-        with cupy.cuda.Device(device):
-            module = cupy.RawModule(path=str(path))
-            _MODULES[key] = {name: module.get_function(name) for name in ("comet_widths", "comet_pack", "comet_unpack")}
-    return _MODULES[key]
+    with cupy.cuda.Device(device):
+        module = cupy.RawModule(path=str(path))
+        fns = {name: module.get_function(name) for name in ("comet_widths", "comet_pack", "comet_unpack")}
+    _MODULES[(kernels_dir, device)] = fns
+    return fns
 
 
 def _grid(nb: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
