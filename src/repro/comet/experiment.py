@@ -50,6 +50,15 @@ METHODS = ("none", "fixed", "adaptive", "actnn")
 KINDS = ("relu_smooth", "gaussian")
 
 
+def check_choices(name: str, values, known, require: str | None = None) -> None:
+    """ValueError naming the parameter unless every value is known (and ``require`` is among them)."""
+    for value in values:
+        if value not in known:
+            raise ValueError(f"{name}: unknown value {value!r}; known: {', '.join(map(str, known))}")
+    if require is not None and require not in values:
+        raise ValueError(f"{name} must include {require!r} (the uncompressed reference every ratio is taken against)")
+
+
 # ---- compressor benchmark ----------------------------------------------------------------------
 
 
@@ -89,9 +98,7 @@ def _max_error(x: torch.Tensor, y: torch.Tensor, chunk: int = 1 << 26) -> float:
 
 @experiment(params=BenchParams, needs_gpu=False)
 def compressor_bench(p: BenchParams, ctx: Context) -> Result:
-    for kind in p.kinds:
-        if kind not in KINDS:
-            raise ValueError(f"kinds: unknown activation kind {kind!r}; known: {', '.join(KINDS)}")
+    check_choices("kinds", p.kinds, KINDS)
     if p.primary_kind not in p.kinds or p.primary_eb not in p.ebs:
         raise ValueError(f"primary_kind/primary_eb ({p.primary_kind}, {p.primary_eb}) must be among kinds {p.kinds} "
                          f"and ebs {p.ebs}")
@@ -357,11 +364,7 @@ def largest_batch(fits, start: int, limit: int, resolution: int) -> int:
 
 @experiment(params=MaxBatchParams, needs_gpu=False)
 def max_batch(p: MaxBatchParams, ctx: Context) -> Result:
-    for method in p.methods:
-        if method not in ("none", "fixed", "actnn"):
-            raise ValueError(f"methods: {method!r} is not one of none, fixed, actnn")
-    if "none" not in p.methods:
-        raise ValueError("methods must include none (the uncompressed reference)")
+    check_choices("methods", p.methods, ("none", "fixed", "actnn"), require="none")
     cap = p.cap_mib * 2**20
     rows, best = [], {}
     for method in p.methods:
@@ -533,11 +536,7 @@ class _HostClock:
 
 @experiment(params=StepBenchParams, needs_gpu=False)
 def step_bench(p: StepBenchParams, ctx: Context) -> Result:
-    for method in p.methods:
-        if method not in METHODS:
-            raise ValueError(f"methods: unknown method {method!r}; known: {', '.join(METHODS)}")
-    if "none" not in p.methods:
-        raise ValueError("methods must include 'none' (the uncompressed step every ratio is taken against)")
+    check_choices("methods", p.methods, METHODS, require="none")
     cuda = ctx.device == "cuda"
     gen = torch.Generator().manual_seed(ctx.seed)
     x = torch.randn(p.batch_size, 3, p.image_size, p.image_size, generator=gen).to(ctx.device)
