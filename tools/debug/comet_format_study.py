@@ -1,0 +1,68 @@
+"""Compression ratios of candidate COMET format variants on real ResNet-32 activations (CPU).
+
+    python tools/debug/comet_format_study.py STEPS     # e.g. 300 (about 11 minutes on 2 cores)
+
+Trains ResNet-32 for STEPS SGD steps on the prepared CIFAR-10 train split
+(results/data/cifar10/train.npz), dumps the activations one training step saves (batch 128), and
+prints raw / compressed size per error bound and memory layout (NCHW; NHWC = channels-last, the
+GPU training layout) for: v1 (the current format, codec.compress), g32 (v1's deltas with one
+width per 32-value group instead of per 1024-value block), g32bitmap (a zero bitmap plus
+per-group widths of the nonzero magnitudes, no delta), and sz3like (the order-0 entropy of v1's
+zigzagged deltas: what an ideal entropy coder of the same residuals would reach). A design aid:
+it writes nothing, and its numbers are estimates for choosing the next format.
+"""
+import sys
+import numpy as np, torch, time, torch.nn as nn
+from repro.data.arrays import read_split
+from repro.models import build_model
+from repro.comet import codec
+from repro.comet.experiment import _Capture, _probe_batch, probe_memory
+from repro.train.augment import DeviceAugment, channel_stats
+torch.manual_seed(0)
+tr = read_split("results/data/cifar10/train.npz")
+m = build_model("resnet32")
+opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+mean, std = channel_stats(tr.images)
+aug = DeviceAugment(mean, std, 32, 32, "cpu", channels_last=False)
+t0=time.time()
+for step in range(int(sys.argv[1])):
+    idx = torch.randint(0, len(tr.labels), (128,))
+    x = aug.normalize(torch.from_numpy(tr.images[idx.numpy()])); y = torch.from_numpy(tr.labels[idx.numpy()]).long()
+    loss = nn.functional.cross_entropy(m(x), y); opt.zero_grad(); loss.backward(); opt.step()
+print("trained", time.time()-t0, "s, loss", loss.item())
+cap = _Capture(4096); cap.attach(m)
+x, y = _probe_batch(tr, 128, False, "cpu")
+probe_memory(m, cap, x, y)
+def zz(d): return ((d << 1) ^ (d >> 31)).astype(np.uint32)
+def bitlen(v): 
+    out = np.zeros(v.shape, np.int64); nz = v > 0
+    out[nz] = np.floor(np.log2(v[nz].astype(np.float64))).astype(np.int64) + 1
+    return out
+def quant(a, eb):
+    s = codec.step_of(codec.check_eb(eb))
+    q = np.where(a == 0, 0, np.sign(a) * (np.floor(np.abs(a) / s) + 1)).astype(np.int64)
+    return q
+for layout in ("NCHW", "NHWC"):
+  for eb in (0.05, 0.1, 0.2):
+    tot = dict(raw=0, v1=0, g32=0, g32bitmap=0, sz3like=0)
+    for layer, arr in cap.captured:
+        a = arr if layout == "NCHW" or arr.ndim != 4 else arr.transpose(0, 2, 3, 1)
+        flat = np.ascontiguousarray(a).reshape(-1).astype(np.float32)
+        tot["raw"] += flat.size * 32
+        tot["v1"] += codec.compress(flat, eb).nbytes * 8
+        n = flat.size; pad = (-n) % 1024
+        q = quant(np.pad(flat, (0, pad)), eb).reshape(-1, 1024)
+        d = np.diff(q, axis=1, prepend=q[:, :1]); z = zz(d.astype(np.int64))
+        # groups of 32 values in the v1 group order: chunk c, sub k, lanes j -> value c*128+4j+k
+        zg = z.reshape(-1, 8, 32, 4).transpose(0, 1, 3, 2).reshape(-1, 32)
+        w = bitlen(zg.max(1))
+        tot["g32"] += int((32 * w).sum() + 6 * len(w) + 32 * len(q))
+        # bitmap of zeros + per-32 width over nonzero magnitudes (no delta)
+        qg = np.abs(q).reshape(-1, 8, 32, 4).transpose(0, 1, 3, 2).reshape(-1, 32)
+        nzc = (qg != 0).sum(1); wm = bitlen(qg.max(1))
+        signs = (q.reshape(-1) < 0).sum()
+        tot["g32bitmap"] += int(32 * len(qg) + (nzc * wm).sum() + 6 * len(qg) + signs)
+        # empirical entropy of the zigzag deltas (what an ideal entropy coder of d would take)
+        vals, cnt = np.unique(z, return_counts=True); p = cnt / cnt.sum()
+        tot["sz3like"] += float(-(cnt * np.log2(p)).sum())
+    print(layout, "eb", eb, {k: round(tot["raw"] / v, 2) for k, v in tot.items() if k != "raw"})
