@@ -28,11 +28,18 @@ def job_counts(workdir: Path, config: dict) -> collections.Counter:
         return collections.Counter(job.rule.name for job in workflow.dag.jobs)
 
 
-def expected_counts() -> dict:
+# runs of the ClickTrain budget sweep beyond the arms' configured runs: 5 arms x budgets (10, 20, 40)
+# at paper scale, the 40-epoch points being the configured runs; (3, 4) at smoke, where only
+# ClickTrain's smoke run (3 epochs) is a sweep point
+BUDGET_POINTS = {"paper": 5 * 2, "smoke": 5 * 2 - 1}
+
+
+def expected_counts(scale: str) -> dict:
     per_paper = collections.Counter(e.split("/")[0] for e in EXPERIMENTS)
     return {"all": 1, "claims": 1, "mlflow": 1, "figure": len(EXPERIMENTS), "build_kernels": 1, "cifar10": 1,
             "ceilings": per_paper["ceilings"], "baseline": per_paper["baseline"], "tsm2x": per_paper["tsm2x"],
-            "clicktrain": per_paper["clicktrain"] - 2, "clicktrain_compare": 2,
+            "clicktrain": per_paper["clicktrain"] - 5, "clicktrain_compare": 2, "clicktrain_inference": 2,
+            "clicktrain_budget": 1, "clicktrain_budget_point": BUDGET_POINTS[scale],
             "superneurons": per_paper["superneurons"] - 1, "superneurons_throughput": 1,
             "comet_bench": 1, "comet_step_bench": 1, "comet_max_batch": 1, "comet_arm": 4, "comet_sz3": 1, "comet_compare": 1}
 
@@ -40,7 +47,7 @@ def expected_counts() -> dict:
 @pytest.mark.parametrize("scale", ["smoke", "paper"])
 def test_dry_run_job_counts(scale):
     counts = job_counts(REPO, {"scale": scale})
-    assert dict(counts) == expected_counts()
+    assert dict(counts) == expected_counts(scale)
 
 
 def test_every_experiment_has_a_figure_and_a_rule():

@@ -1,16 +1,31 @@
 # ClickTrain arm: pattern pruning during training against pruning after training (ADMM), pruning
-# during training (PruneTrain) and 2:4 sparsity; `clicktrain_compare` derives the claims' cross-arm ratios.
+# during training (PruneTrain) and 2:4 sparsity; `clicktrain_compare` derives the claims' cross-arm
+# ratios, `clicktrain_budget` sweeps the schedule length, `clicktrain_inference` times the pruned models.
+from repro.clicktrain import sweep
+
+# what the training runs import (editing the sweep, inference or figure modules retrains no arm)
+CLICKTRAIN_TRAIN_CODE = [f"src/repro/clicktrain/{m}.py" for m in ("__init__", "experiment", "masks", "patterns")]
+TRAINER_CODE = sorted(Path("src/repro/train").glob("*.py"))
+CLICKTRAIN_ARMS = ["clicktrain", "admm", "prunetrain", "sparse24"]
+BUDGET = sweep.read_config(experiment_config("clicktrain/clicktrain_budget"), SCALE)
+# the code each sweep arm's experiment runs (an input: editing it reruns that arm's points)
+BUDGET_CODE = {
+    arm: (CLICKTRAIN_TRAIN_CODE if experiment.startswith("clicktrain/") else
+          sorted(Path(f"src/repro/{experiment.split('/')[0]}").glob("*.py"))) + TRAINER_CODE
+    for arm, experiment in BUDGET.arms.items()
+}
 
 
 rule clicktrain:
     input:
         cfg=experiment_config("clicktrain/{exp}"),
-        code=sorted(Path("src/repro/clicktrain").glob("*.py")),
-        trainer=sorted(Path("src/repro/train").glob("*.py")),
+        code=CLICKTRAIN_TRAIN_CODE,
+        trainer=TRAINER_CODE,
         train=rules.cifar10.output.train,
         test=rules.cifar10.output.test,
     output:
         record=record("clicktrain/{exp}"),
+        pruned="results/clicktrain/{exp}/pruned.pt",
     log:
         "results/logs/clicktrain/{exp}.log",
     params:
@@ -29,7 +44,7 @@ rule clicktrain:
 rule clicktrain_compare:
     input:
         cfg=experiment_config("clicktrain/{net}clicktrain_compare"),
-        code=sorted(Path("src/repro/clicktrain").glob("*.py")),
+        code="src/repro/clicktrain/experiment.py",
         clicktrain=record("clicktrain/{net}clicktrain"),
         admm=record("clicktrain/{net}admm"),
         prunetrain=record("clicktrain/{net}prunetrain"),
@@ -49,3 +64,77 @@ rule clicktrain_compare:
         repro_run("clicktrain/{wildcards.net}clicktrain_compare", device="cpu", clicktrain="{input.clicktrain}",
                   admm="{input.admm}", prunetrain="{input.prunetrain}", sparse24="{input.sparse24}",
                   dense="{input.dense}")
+
+
+# One point of the schedule-length sweep: the arm's own experiment at budget {epochs} (its phase
+# lengths scaled alike), in its own folder; a point equal to the arm's configured run is not rerun.
+rule clicktrain_budget_point:
+    input:
+        cfg=lambda wc: experiment_config(BUDGET.arms[wc.arm]),
+        code=lambda wc: BUDGET_CODE[wc.arm],
+        train=rules.cifar10.output.train,
+        test=rules.cifar10.output.test,
+    output:
+        record=sweep.point_record("{arm}", "{epochs}"),
+    log:
+        "results/logs/clicktrain/clicktrain_budget/{arm}_e{epochs}.log",
+    params:
+        scale=SCALE,
+        experiment=lambda wc: BUDGET.arms[wc.arm],
+        overrides=lambda wc: sweep.hydra_overrides(sweep.point_params(BUDGET, wc.arm, int(wc.epochs)), SCALE),
+    wildcard_constraints:
+        arm="|".join(BUDGET.arms),
+        epochs=r"\d+",
+    resources:
+        gpu=1,
+    container:
+        GPU_IMAGE
+    shell:
+        repro_run("{params.experiment}", out=sweep.point_dir("{wildcards.arm}", "{wildcards.epochs}"),
+                  overrides="{params.overrides}", train="{input.train}", test="{input.test}")
+
+
+rule clicktrain_budget:
+    input:
+        cfg=experiment_config("clicktrain/clicktrain_budget"),
+        code=["src/repro/clicktrain/budget.py", "src/repro/clicktrain/sweep.py"],
+        points=sweep.sweep_records(BUDGET, "config", SCALE),
+        **{arm: record(experiment) for arm, experiment in BUDGET.arms.items()},
+    output:
+        record=record("clicktrain/clicktrain_budget"),
+    log:
+        "results/logs/clicktrain/clicktrain_budget.log",
+    params:
+        scale=SCALE,
+    container:
+        CPU_IMAGE
+    shell:
+        repro_run("clicktrain/clicktrain_budget", device="cpu", sweep=sweep.SWEEP_DIR,
+                  **{arm: f"{{input.{arm}}}" for arm in BUDGET.arms})
+
+
+# {net} as in clicktrain_compare; the arms' exported models (pruned.pt beside their records)
+rule clicktrain_inference:
+    input:
+        cfg=experiment_config("clicktrain/{net}inference"),
+        code=["src/repro/clicktrain/inference.py", "src/repro/clicktrain/experiment.py"],
+        models=expand(rules.clicktrain.output.pruned, exp=[f"{{net}}{arm}" for arm in CLICKTRAIN_ARMS]),
+        clicktrain=record("clicktrain/{net}clicktrain"),
+        admm=record("clicktrain/{net}admm"),
+        prunetrain=record("clicktrain/{net}prunetrain"),
+        sparse24=record("clicktrain/{net}sparse24"),
+    output:
+        record=record("clicktrain/{net}inference"),
+    log:
+        "results/logs/clicktrain/{net}inference.log",
+    params:
+        scale=SCALE,
+    wildcard_constraints:
+        net="(vgg16_)?",
+    resources:
+        gpu=1,
+    container:
+        GPU_IMAGE
+    shell:
+        repro_run("clicktrain/{wildcards.net}inference", clicktrain="{input.clicktrain}", admm="{input.admm}",
+                  prunetrain="{input.prunetrain}", sparse24="{input.sparse24}")

@@ -21,13 +21,15 @@ def record(experiment):
     return f"results/{experiment}/record.json"
 
 
-def repro_run(experiment, device="auto", **inputs):
+def repro_run(experiment, device="auto", out=None, overrides="", **inputs):
     """Shell command running one experiment through the Hydra CLI; inputs name -> path pattern
     (e.g. ceilings="{input.ceilings}"; names as in config/run.yaml's `inputs`). device="cpu" for
-    steps that never touch the GPU, so they claim none on a multi-GPU machine."""
+    steps that never touch the GPU, so they claim none on a multi-GPU machine. out: the run folder
+    (default results/<experiment>) and overrides: extra Hydra overrides, for one point of a sweep."""
     named = "".join(f" inputs.{k}={v}" for k, v in inputs.items())
     return (
-        f"python -m repro.run experiment={experiment} scale={SCALE} device={device} out=results/{experiment}{named} "
+        f"python -m repro.run experiment={experiment} scale={SCALE} device={device} "
+        f"out={out or f'results/{experiment}'}{overrides}{named} "
         "> {log} 2>&1"
     )
 

@@ -1,13 +1,15 @@
 """Figures of the ClickTrain arms: per arm, accuracy per epoch coloured by phase and training time
-per phase; across arms (compare), accuracy against compression and end-to-end time per phase."""
+per phase; across arms (compare), accuracy against compression and end-to-end time per phase; the
+schedule-length sweep (budget); inference latency of the pruned models (inference)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pandas as pd
+import seaborn as sns
 from matplotlib.figure import Figure  # not pyplot: no GUI backend, no global figure state (headless)
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import MaxNLocator, NullFormatter, ScalarFormatter
 from repro.figures import run_record, run_subtitle
 
 PHASE_COLORS = {"dense": "tab:grey", "lasso": "tab:orange", "masked": "tab:blue", "admm": "tab:red",
@@ -16,6 +18,14 @@ PHASE_COLORS = {"dense": "tab:grey", "lasso": "tab:orange", "masked": "tab:blue"
 
 def _color(phase: str) -> str:
     return PHASE_COLORS.get(phase, "tab:green")
+
+
+def _plain_log(ax, *axes: str) -> None:
+    """Plain numbers (2, 5) rather than powers of ten on short log axes."""
+    for name in axes:
+        axis = getattr(ax, f"{name}axis")
+        axis.set_major_formatter(ScalarFormatter())
+        axis.set_minor_formatter(NullFormatter())
 
 
 def clicktrain(run_dir: Path) -> Figure:
@@ -74,5 +84,100 @@ def compare(run_dir: Path) -> Figure:
              title="end-to-end time" + (f" (admm / clicktrain {speedup:.2f}x)" if speedup else ""))
     bars.legend(fontsize=8)
     fig.suptitle(f"ClickTrain vs pruning after / during training and 2:4\n{run_subtitle(record)}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def budget(run_dir: Path) -> Figure:
+    """The schedule-length sweep: final top-1 against the budget in epochs and in end-to-end seconds,
+    compression against the budget; each arm's shortest converged budget ringed (open: the largest
+    budget swept, so not shown to have converged)."""
+    run_dir = Path(run_dir)
+    points = pd.read_csv(run_dir / "points.csv")
+    table = pd.read_csv(run_dir / "converged.csv")
+    record = run_record(run_dir)
+    tolerance = record.get("params", {}).get("tolerance", float("nan"))
+    fig = Figure(figsize=(14, 4.2))
+    by_epochs, by_time, comp = fig.subplots(1, 3)
+    style = dict(hue="arm", marker="o", hue_order=list(table.arm))
+    sns.lineplot(points, x="budget", y="final_top1", ax=by_epochs, **style)
+    sns.lineplot(points, x="e2e_s", y="final_top1", ax=by_time, legend=False, **style)
+    sns.lineplot(points, x="budget", y="compression", ax=comp, legend=False, **style)
+    palette = dict(zip(table.arm, sns.color_palette(n_colors=len(table))))
+    for row in table.itertuples():
+        by_epochs.scatter(row.shortest_budget, row.top1_at_shortest, s=160, linewidths=1.5, zorder=4,
+                          facecolors="none" if not row.converged else palette[row.arm], edgecolors=palette[row.arm],
+                          alpha=0.35 if row.converged else 1.0)
+    budgets = sorted(points.budget.unique())
+    by_epochs.set(xscale="log", xticks=budgets, xlabel="budget E (epochs; ADMM trains 2E)",
+                  ylabel="final test top-1 (%)",
+                  title=f"ringed: shortest budget within {tolerance} of the arm's best\n(open ring: the largest swept, "
+                        "not shown to converge)")
+    _plain_log(by_epochs, "x")
+    by_time.set(xlabel="end-to-end seconds (training + pruning work)", ylabel="final test top-1 (%)",
+                title="accuracy against time")
+    comp.set(xscale="log", xticks=budgets, xlabel="budget E (epochs)", ylabel="conv weight compression (dense / nonzero)",
+             title="compression")
+    _plain_log(comp, "x")
+    fig.suptitle(f"ClickTrain arms against schedule length, {record.get('scale', '')} scale\n"
+                 f"{run_subtitle(record)}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def inference(run_dir: Path) -> Figure:
+    """Inference latency: whole-network speedup over dense cuDNN per variant and batch; per layer the
+    2:4 GEMM against cuDNN and against the same dense GEMM (largest batch); per arm the MAC reduction
+    the masks promise against the speedup the removable channels deliver."""
+    run_dir = Path(run_dir)
+    layers = pd.read_csv(run_dir / "layers.csv")
+    network = pd.read_csv(run_dir / "network.csv")
+    record = run_record(run_dir)
+    dtype = layers.dtype.iloc[0]
+    mode = "graph" if record.get("metrics", {}).get("graph_mode") else "eager"
+    fig = Figure(figsize=(15, 4.4))
+    net, per_layer, promise = fig.subplots(1, 3)
+    shown = network[(network.dtype == dtype) & (network["mode"] == mode) & (network.variant != "cudnn")]
+    shown = shown.assign(variant=shown.arm + " " + shown.variant)
+    sns.barplot(shown, x="batch", y="speedup", hue="variant", ax=net)
+    net.axhline(1.0, color="black", lw=0.8)
+    net.set(ylabel=f"speedup over dense cuDNN ({dtype}, {mode})", title="whole network")
+    net.legend(fontsize=7)
+    largest = layers[(layers.dtype == dtype) & (layers.batch == layers.batch.max())]
+    rows = pd.concat([
+        largest[largest.method == "im2col_gemm_24"].assign(comparison="im2col + 2:4 GEMM / cuDNN", value=lambda d: d.speedup),
+        largest[largest.method == "gemm_24"].assign(comparison="2:4 GEMM / dense GEMM", value=lambda d: d.speedup_vs_gemm),
+        largest[largest.method == "im2col_gemm_dense"].assign(comparison="im2col + dense GEMM / cuDNN",
+                                                              value=lambda d: d.speedup)])
+    if rows.value.notna().any():
+        sns.lineplot(rows, x="index", y="value", hue="comparison", marker="o", ax=per_layer)
+        per_layer.axhline(1.0, color="black", lw=0.8)
+        per_layer.legend(fontsize=7)
+    else:
+        reasons = largest[largest.method == "gemm_24"].status.dropna().unique()
+        per_layer.text(0.5, 0.5, "no 2:4 timing:\n" + "\n".join(r[:60] for r in reasons[:2]), ha="center",
+                       va="center", fontsize=8, transform=per_layer.transAxes, wrap=True)
+    per_layer.set(xlabel="conv layer", ylabel="speedup", yscale="log",
+                  title=f"2:4 per layer, batch {largest.batch.max()} (above 1: faster)")
+    _plain_log(per_layer, "y")
+    compact = network[(network.dtype == dtype) & (network["mode"] == mode) & (network.variant == "compact")
+                      & (network.batch == network.batch.max())]
+    macs = layers[(layers.dtype == dtype) & (layers.batch == layers.batch.max()) & (layers.method == "compact")]
+    macs = macs.groupby("arm")[["macs_dense", "macs_nonzero", "macs_compact"]].sum()
+    for row in compact.itertuples():
+        promised = macs.macs_dense[row.arm] / macs.macs_nonzero[row.arm]
+        removable = macs.macs_dense[row.arm] / macs.macs_compact[row.arm]
+        promise.scatter(promised, row.speedup, s=50, label=f"{row.arm} (removable channels: {removable:.2f}x MACs)")
+        promise.annotate(row.arm, (promised, row.speedup), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    top = max(2.0, (macs.macs_dense / macs.macs_nonzero).max())
+    promise.plot([1, top], [1, top], color="grey", ls=":", lw=1, label="speedup = MAC reduction")
+    promise.set(xscale="log", yscale="log", xlabel="conv MACs dense / nonzero (the masks' promise)",
+                ylabel=f"whole-network speedup, compact ({dtype}, batch {network.batch.max()})",
+                title="pattern sparsity: promised vs delivered")
+    _plain_log(promise, "x", "y")
+    promise.legend(fontsize=7)
+    fig.suptitle(f"Inference latency of the pruned {record.get('tags', {}).get('model', '')} on "
+                 f"{record.get('provenance', {}).get('gpu_name') or record.get('device', '')}\n"
+                 f"{run_subtitle(record, 'timing', 'sparse_backend')}", fontsize=10)
     fig.tight_layout()
     return fig

@@ -1,0 +1,83 @@
+"""The schedule-length sweep, collected (CPU, seconds): every arm's final top-1, compression and
+end-to-end seconds at every budget, and per arm the shortest budget at which its accuracy stops
+improving, i.e. whose final top-1 is within ``tolerance`` points of the arm's best over the sweep.
+An arm whose shortest such budget is the largest one swept has not been shown to converge: more
+budget may still help it (``converged`` 0). Which runs make up the sweep: :mod:`repro.clicktrain.sweep`.
+
+Inputs: ``sweep``, the folder of the sweep's own runs (``<arm>_e<E>/record.json``), and each arm's
+configured run under the arm's name (``dense`` = the baseline record), read where a point is that run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from repro import records
+from repro.clicktrain.sweep import BudgetParams, is_configured_run, point_params
+from repro.experiment import Context, Result, experiment
+
+
+def _point_record(ctx: Context, p: BudgetParams, arm: str, epochs: int) -> tuple[dict, str]:
+    """The record of one (arm, budget) point and where it came from; checks it ran that budget."""
+    if arm not in ctx.inputs:
+        raise records.RecordError(f"inputs.{arm} is missing: pass the record of the {arm} arm's configured run "
+                                  f"({p.arms[arm]})")
+    point = point_params(p, arm, epochs)
+    configured = records.read(ctx.inputs[arm])
+    if is_configured_run(point, configured["params"]):
+        return configured, "configured run"
+    if "sweep" not in ctx.inputs:
+        raise records.RecordError("inputs.sweep is missing: pass the folder of the budget sweep's runs")
+    rec = records.read(Path(ctx.inputs["sweep"]) / f"{arm}_e{epochs}")
+    if not is_configured_run(point, rec["params"]):
+        ran = {k: rec["params"].get(k) for k in point}
+        raise records.RecordError(f"{rec['_dir']}: ran {ran}, the sweep needs {point}: rerun that point")
+    return rec, "sweep point"
+
+
+def converged_budgets(points: pd.DataFrame, tolerance: float) -> pd.DataFrame:
+    """Per arm: best final top-1 over the sweep, the shortest budget within ``tolerance`` of it, and
+    whether that budget is shorter than the largest swept (else the arm may still be improving)."""
+    rows = []
+    for arm, runs in points.groupby("arm", sort=False):
+        runs = runs.sort_values("budget")
+        best = runs.final_top1.max()
+        shortest = runs[runs.final_top1 >= best - tolerance].iloc[0]
+        rows.append(dict(arm=arm, best_top1=best, best_budget=int(runs.loc[runs.final_top1.idxmax(), "budget"]),
+                         shortest_budget=int(shortest.budget), top1_at_shortest=shortest.final_top1,
+                         e2e_s_at_shortest=shortest.e2e_s, compression_at_shortest=shortest.compression,
+                         largest_budget=int(runs.budget.max()),
+                         converged=bool(shortest.budget < runs.budget.max())))
+    return pd.DataFrame(rows)
+
+
+@experiment(params=BudgetParams, needs_gpu=False)
+def budget(p: BudgetParams, ctx: Context) -> Result:
+    rows = []
+    for arm in p.arms:
+        for epochs in sorted(p.budgets):
+            rec, source = _point_record(ctx, p, arm, epochs)
+            m = rec["metrics"]
+            if "final_top1" not in m:
+                raise records.RecordError(f"{rec['_dir']}: no final_top1 (status {rec['status']}: {rec.get('reason')})")
+            rows.append(dict(arm=arm, budget=epochs, epochs_trained=m["epochs"], final_top1=m["final_top1"],
+                             best_top1=m["best_top1"], compression=m.get("compression", 1.0),
+                             e2e_s=m.get("e2e_s", m.get("total_train_s")), source=source,
+                             record=str(Path(rec["_dir"]) / records.RECORD_NAME)))
+    points = pd.DataFrame(rows)
+    table = converged_budgets(points, p.tolerance)
+    metrics = {}
+    for row in table.itertuples():
+        metrics.update({f"shortest_budget_{row.arm}": row.shortest_budget, f"best_top1_{row.arm}": row.best_top1,
+                        f"top1_at_shortest_{row.arm}": row.top1_at_shortest,
+                        f"e2e_s_at_shortest_{row.arm}": row.e2e_s_at_shortest, f"converged_{row.arm}": row.converged})
+    metrics["arms_converged"] = int(table.converged.sum())
+    tags = dict(budget="total epochs E of the dense / ClickTrain schedule; every phase keeps its share of E "
+                       "(ADMM: dense E, then ADMM and retraining round(E/2) each)",
+                converged=f"shortest budget whose final top-1 is within {p.tolerance} points of the arm's best; "
+                          "converged 0: that is the largest budget swept, so more may still help",
+                e2e_s="training passes + pruning work (the arms' e2e_s; the dense baseline's total_train_s); "
+                      "per-epoch evaluation excluded")
+    return Result(metrics=metrics, tables={"points": points, "converged": table}, tags=tags)

@@ -1,0 +1,135 @@
+"""The schedule-length sweep: which runs it needs at each scale, that its overrides reach the arms'
+validated parameters through the runner's composition, and the collection step on synthetic records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from repro import records
+from repro.clicktrain import figures
+from repro.clicktrain.budget import budget, converged_budgets
+from repro.clicktrain.sweep import (BudgetParams, hydra_overrides, is_configured_run, point_params, point_record,
+                                    read_config, sweep_records)
+from repro.experiment import Context, load_entry
+from repro.run import experiment_params
+
+from conftest import REPO
+
+CONFIG = REPO / "config" / "experiment" / "clicktrain" / "clicktrain_budget.yaml"
+
+
+def test_config_at_both_scales():
+    paper, smoke = read_config(CONFIG, "paper"), read_config(CONFIG, "smoke")
+    assert paper.budgets == [10, 20, 40] and smoke.budgets == [3, 4]
+    assert set(paper.arms) == {"dense", "clicktrain", "admm", "prunetrain", "sparse24"} and paper.arms == smoke.arms
+    assert paper.tolerance == 0.3
+    for experiment in paper.arms.values():
+        assert (REPO / "config" / "experiment" / f"{experiment}.yaml").exists()
+
+
+def test_point_params_scale_admm_phases():
+    p = BudgetParams()
+    assert point_params(p, "admm", 40) == {"epochs": 40, "admm_epochs": 20, "retrain_epochs": 20}
+    assert point_params(p, "admm", 3) == {"epochs": 3, "admm_epochs": 2, "retrain_epochs": 2}
+    assert point_params(p, "admm", 1) == {"epochs": 1, "admm_epochs": 1, "retrain_epochs": 1}  # at least one each
+    assert point_params(p, "clicktrain", 10) == {"epochs": 10}
+    with pytest.raises(ValueError, match="unknown arm"):
+        point_params(p, "lottery", 10)
+
+
+@pytest.mark.parametrize("scale", ["paper", "smoke"])
+def test_sweep_reuses_only_the_configured_runs(scale):
+    p = read_config(CONFIG, scale)
+    paths = sweep_records(p, REPO / "config", scale)
+    assert len(paths) == len(p.arms) * len(p.budgets)
+    configured = sorted(path for path in paths if "clicktrain_budget" not in path)
+    if scale == "paper":  # every arm's configured run is its 40-epoch point
+        assert configured == sorted(f"results/{e}/record.json" for e in p.arms.values())
+    else:  # only ClickTrain's smoke run (3 epochs) is a point of (3, 4)
+        assert configured == ["results/clicktrain/clicktrain/record.json"]
+    assert point_record("admm", 10) in sweep_records(read_config(CONFIG, "paper"), REPO / "config", "paper")
+
+
+@pytest.mark.parametrize("scale", ["paper", "smoke"])
+@pytest.mark.parametrize("arm", ["admm", "dense", "clicktrain"])
+def test_overrides_reach_the_validated_params(compose, scale, arm):
+    """What the rule puts on the command line is what the arm runs with, at either scale (at smoke,
+    the smoke section would otherwise overrule params)."""
+    p = read_config(CONFIG, scale)
+    point = point_params(p, arm, 4)
+    overrides = hydra_overrides(point, scale).split()
+    cfg = compose([f"experiment={p.arms[arm]}", f"scale={scale}", *overrides])
+    params = experiment_params(load_entry(cfg.experiment.entry), cfg.experiment, scale)
+    assert is_configured_run(point, vars(params))
+
+
+def _record(d: Path, experiment: str, params: dict, metrics: dict) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    return records.write(d, dict(experiment=experiment, paper="clicktrain", scale="smoke", status="ok", params=params,
+                                 metrics=metrics, provenance={}, started="2025-01-01T00:00:00+00:00"))
+
+
+TOP1 = {  # arm -> top-1 at budgets 10, 20, 40: dense and admm still improving, the others flat within 0.3
+    "dense": [85.0, 87.0, 88.3], "clicktrain": [80.0, 83.9, 84.0], "admm": [82.0, 84.0, 86.0],
+    "prunetrain": [86.0, 88.4, 88.3], "sparse24": [85.0, 87.9, 87.96]}
+
+
+@pytest.fixture
+def sweep_inputs(tmp_path) -> dict[str, Path]:
+    """Configured runs at 40 epochs (as at paper scale), sweep points at 10 and 20."""
+    p = BudgetParams()
+    inputs = {"sweep": tmp_path / "sweep"}
+    for arm, top1 in TOP1.items():
+        for epochs, value in zip(p.budgets, top1):
+            point = point_params(p, arm, epochs)
+            metrics = dict(final_top1=value, best_top1=value + 0.1, epochs=sum(point.values()))
+            if arm == "dense":  # the baseline reports no e2e_s and no compression
+                metrics.update(total_train_s=1.5 * epochs)
+            else:
+                metrics.update(e2e_s=1.6 * sum(point.values()), compression=8.9 if arm in ("clicktrain", "admm") else 1.5)
+            if epochs == 40:
+                inputs[arm] = _record(tmp_path / arm, arm, point, metrics)
+            else:
+                _record(tmp_path / "sweep" / f"{arm}_e{epochs}", arm, point, metrics)
+    return inputs
+
+
+def test_budget_collects_the_sweep(sweep_inputs, tmp_path):
+    result = budget(BudgetParams(), Context(out_dir=tmp_path / "out", inputs=sweep_inputs))
+    points, table, m = result.tables["points"], result.tables["converged"], result.metrics
+    assert len(points) == 15 and list(points.source.value_counts().sort_index()) == [5, 10]
+    assert points[points.arm == "admm"].epochs_trained.tolist() == [20, 40, 80]
+    assert points[points.arm == "dense"].compression.eq(1.0).all()
+    assert points[points.arm == "dense"].e2e_s.tolist() == [15.0, 30.0, 60.0]  # total_train_s
+    shortest = dict(zip(table.arm, table.shortest_budget))
+    assert shortest == {"dense": 40, "clicktrain": 20, "admm": 40, "prunetrain": 20, "sparse24": 20}
+    assert m["converged_clicktrain"] == 1 and m["converged_admm"] == 0 and m["arms_converged"] == 3
+    assert m["best_top1_prunetrain"] == 88.4 and m["top1_at_shortest_sparse24"] == 87.9
+    run = tmp_path / "out"
+    run.mkdir(exist_ok=True)
+    for name, frame in result.tables.items():
+        frame.to_csv(run / f"{name}.csv", index=False)
+    assert len(figures.budget(run).axes) == 3
+
+
+def test_budget_refuses_a_stale_point(sweep_inputs, tmp_path):
+    p = BudgetParams()
+    _record(sweep_inputs["sweep"] / "admm_e10", "admm", {"epochs": 10, "admm_epochs": 20, "retrain_epochs": 20},
+            dict(final_top1=1.0, best_top1=1.0, epochs=50, e2e_s=1.0))
+    with pytest.raises(records.RecordError, match="admm_e10: ran .* rerun that point"):
+        budget(p, Context(out_dir=tmp_path / "out", inputs=sweep_inputs))
+
+
+def test_budget_names_a_missing_input(sweep_inputs, tmp_path):
+    del sweep_inputs["dense"]
+    with pytest.raises(records.RecordError, match="inputs.dense is missing"):
+        budget(BudgetParams(), Context(out_dir=tmp_path / "out", inputs=sweep_inputs))
+
+
+def test_converged_budgets_with_one_budget():
+    points = pd.DataFrame(dict(arm=["a"], budget=[3], final_top1=[50.0], e2e_s=[1.0], compression=[1.0]))
+    row = converged_budgets(points, 0.3).iloc[0]
+    assert row.shortest_budget == 3 and not row.converged  # one point: convergence not shown
