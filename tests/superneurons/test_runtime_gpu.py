@@ -1,14 +1,20 @@
 """The runtime on a CUDA GPU (skipped without one): real offload / prefetch on the side stream,
-momentum on the host, gradients still equal plain PyTorch's, and probes under a memory cap."""
+momentum on the host, gradients still equal plain PyTorch's, probes under a memory cap, the auto
+plan's merged segments and offload fallback, and the convolution-workspace cap of a probe."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
+import torch.nn.functional as F
 
 from sn_helpers import grads_after_one_backward, max_diff, max_rel_diff, train_both
+from repro.models import build_model
+from repro.superneurons.liveness import flatten_units, profile_units
 from repro.superneurons.probe import ProbeSpec, run_isolated, run_probe
-from repro.superneurons.runtime import RuntimeConfig
+from repro.superneurons.runtime import RuntimeConfig, SuperNeuronsModel, make_plan
 from repro.superneurons.tensor_pool import TensorPool
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -87,3 +93,36 @@ def test_isolated_probes_under_a_cap():
     assert small["peak_bytes"] <= 4 * 2**30
     big = run_isolated(ProbeSpec(arm="plain", model_kw={"blocks": 64}, cap_bytes=2 * 2**30, **kw), 180)
     assert not big["fits"] and big["reason"].startswith("oom")
+
+
+@pytest.mark.parametrize("share", [0.6, 0.2])
+def test_auto_plan_merges_or_offloads_and_trains_like_plain(share):
+    """A deep narrow ResNet under a budget that needs merged segments (0.6) or the pool (0.2)."""
+    torch.manual_seed(0)
+    model = build_model("bottleneck_resnet", 10, blocks=16, width=8).cuda()
+    ref = copy.deepcopy(model)
+    x, y = torch.randn(4, 3, 64, 64, device="cuda"), torch.randint(0, 10, (4,), device="cuda")
+    units = flatten_units(model)
+    everything = make_plan(units, profile_units(units, x), RuntimeConfig(recompute="all", pool=False))
+    largest = everything.largest_working_set
+    budget = largest + share * (everything.estimate["peak_dynamic"] - largest)
+    wrapped = SuperNeuronsModel(model, RuntimeConfig(recompute="auto", memory_budget_bytes=budget,
+                                                     max_inflight_bytes=0))
+    F.cross_entropy(ref(x), y).backward()
+    F.cross_entropy(wrapped(x), y).backward()
+    torch.cuda.synchronize()
+    assert max_rel_diff([p.grad for p in ref.parameters()], [p.grad for p in model.parameters()]) < 1e-4
+    assert len(wrapped.plan.segments) < len(everything.segments)
+    print(share, wrapped.plan.summary(), wrapped.pool.stats)
+    assert len(wrapped.pool) == 0
+
+
+def test_workspace_cap_reaches_a_gpu_probe():
+    kw = dict(model="resnet50", batch_size=8, device="cuda", steps=1, momentum_on_host="no", pool_budget_bytes=0,
+              lookahead=1, max_inflight_bytes=0)
+    capped = run_isolated(ProbeSpec(arm="all+wscap", workspace_cap_mib=16, **kw), timeout_s=300)
+    uncapped = run_isolated(ProbeSpec(arm="all", **kw), timeout_s=300)
+    assert capped["fits"] and uncapped["fits"], (capped["reason"], uncapped["reason"])
+    assert capped["cudnn"]["wscap_env"] == "16" and uncapped["cudnn"]["wscap_env"] is None
+    assert capped["est_dynamic_bytes"] == uncapped["est_dynamic_bytes"] + 16 * 2**20
+    print("dynamic bytes with a 16 MiB workspace cap", capped["dynamic_bytes"], "without", uncapped["dynamic_bytes"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 import torch.nn as nn
 
@@ -64,12 +65,20 @@ def test_peak_memory_smoke(tmp_path):
                               "image_size": 32}])
     result = peak_memory(p, Context(out_dir=tmp_path))
     table = result.tables["peak_memory"]
-    assert list(table.config) == ["plain", "liveness", "pool", "recompute", "all"] and table.fits.all()
+    assert list(table.config) == ["plain", "liveness", "pool", "recompute", "all", "all+wscap"]
+    assert table.fits.all()
     assert "peak_dynamic_over_largest_layer" not in result.metrics  # CPU: estimates only, under est_ keys
-    est = table.set_index("config").est_dynamic_bytes
+    by = table.set_index("config")
+    est = by.est_dynamic_bytes
     assert est["all"] < est["recompute"] < est["plain"]
-    assert result.metrics["est_peak_dynamic_over_largest_layer"] == pytest.approx(
-        table.set_index("config").loc["all", "est_dynamic_over_largest_layer"])
+    cap = by.loc["all+wscap", "workspace_cap_mib"]  # auto: 10% of the largest working set
+    assert cap == max(1, int(0.1 * by.loc["all", "largest_working_set"] / 2**20))
+    assert est["all+wscap"] == est["all"]  # no cuDNN here: no workspace counted
+    assert pd.isna(by.loc["all", "workspace_cap_mib"]) and by.workspace_cap_env.isna().all()  # in-process
+    assert "not applied" in result.tags["workspace_cap"] and result.tags["cudnn"] == "cudnn.benchmark off"
+    m, ratio = result.metrics, by.est_dynamic_over_largest_layer
+    assert m["est_peak_dynamic_over_largest_layer"] == pytest.approx(ratio["all+wscap"])  # the full runtime
+    assert m["est_peak_dynamic_over_largest_layer_all"] == pytest.approx(ratio["all"])
     table.to_csv(tmp_path / "peak_memory.csv", index=False)
     peak_figure(tmp_path)
 
@@ -94,6 +103,12 @@ def test_depth_and_throughput_smoke(tmp_path):
     run = throughput(ThroughputParams(**TINY_BENCH, model_kw={"width": 4}, equal_depth_blocks=4,
                                       checkpoint_depth_blocks=6), Context(out_dir=out))
     assert {"speed_vs_plain", "speed_vs_checkpoint"} <= set(run.metrics)
-    assert set(run.tables["throughput"].blocks) == {4, 6}
+    table = run.tables["throughput"]
+    assert set(table.blocks) == {4, 6}
+    ours = table[table.arm == "ours"]  # what limited ours, per timed step
+    diagnostics = ["recomputed_segments", "recomputed_units", "speed_working_set", "checkpoint_bytes",
+                   "pool_budget_bytes", "offloaded_bytes_per_step", "prefetched_bytes_per_step",
+                   "late_fetches_per_step", "inflight_wait_s_per_step", "sgd_host_s_per_step"]
+    assert ours[diagnostics].notna().all().all() and table[table.arm == "plain"].recomputed_units.isna().all()
     run.tables["throughput"].to_csv(out / "throughput.csv", index=False)
     throughput_figure(out)

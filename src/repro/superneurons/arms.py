@@ -6,10 +6,12 @@ checkpoint   torch.utils.checkpoint.checkpoint_sequential over the units, sqrt(u
 save_on_cpu  torch.autograd.graph.save_on_cpu(pin_memory=True): every saved tensor to the host.
 ours         the SuperNeurons runtime (recompute="auto", pool on, budget from the memory cap) and
              SGDInBackward (gradients freed as soon as they are applied).
-The peak-memory ablation adds the runtime in four configurations (see RUNTIME_CONFIGS):
+The peak-memory ablation adds the runtime in five configurations (see runtime_config):
 liveness (gradient liveness only: PyTorch already frees activations after their last use),
 pool (+ saved activations through the tensor pool), recompute (+ every segment recomputed,
-checkpoints resident), all (recompute + checkpoints through the pool).
+checkpoints resident), all (recompute + checkpoints through the pool), all+wscap (all + cuDNN's
+convolution workspace capped, SuperNeurons' fourth mechanism; the cap is an environment variable
+of the probe's process, see probe.py, and the plan counts it next to the working set).
 
 Static memory (what persists between steps: parameters, optimizer state, and for torch.optim the
 gradients, which stay until the next zero_grad) is measured after a step; dynamic = peak - static.
@@ -26,29 +28,32 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint_sequential
 
 from repro.superneurons.liveness import (UnitProfile, flatten_units, largest_working_set, param_bytes,
-                                         plain_dynamic_estimate)
+                                         plain_dynamic_estimate, saved_bytes_between)
 from repro.superneurons.runtime import RuntimeConfig, SuperNeuronsModel
 from repro.superneurons.sgd_in_backward import SGDInBackward
 
 BASELINE_ARMS = ("plain", "checkpoint", "save_on_cpu")
 ARMS = BASELINE_ARMS + ("ours",)
-PEAK_CONFIGS = ("plain", "liveness", "pool", "recompute", "all")
+PEAK_CONFIGS = ("plain", "liveness", "pool", "recompute", "all", "all+wscap")
+WSCAP_CONFIGS = ("all+wscap",)  # configurations whose probe caps the convolution workspace
 PINNED_ROUNDING = 1.33
 
 
 def runtime_config(name: str, memory_budget_bytes: float | None, pool_budget_bytes: float | None,
-                   lookahead: int, max_inflight_bytes: float) -> RuntimeConfig:
-    """The runtime configuration of an arm / ablation step (not plain or the baselines)."""
-    pool = dict(pool=True, prefetch_lookahead=lookahead, max_inflight_bytes=max_inflight_bytes)
+                   lookahead: int, max_inflight_bytes: float, workspace_bytes: float = 0.0) -> RuntimeConfig:
+    """The runtime configuration of an arm / ablation step (not plain or the baselines);
+    ``workspace_bytes``: the convolution workspace cap the probe set (0: none, not modelled)."""
+    pool = dict(pool=True, prefetch_lookahead=lookahead, max_inflight_bytes=max_inflight_bytes,
+                workspace_bytes=workspace_bytes)
     if name == "ours":
         return RuntimeConfig(recompute="auto", memory_budget_bytes=memory_budget_bytes, **pool)
     if name == "liveness":
-        return RuntimeConfig(recompute="off", pool=False)
+        return RuntimeConfig(recompute="off", pool=False, workspace_bytes=workspace_bytes)
     if name == "pool":
         return RuntimeConfig(recompute="off", pool_budget_bytes=pool_budget_bytes, **pool)
     if name == "recompute":
-        return RuntimeConfig(recompute="all", pool=False)
-    if name == "all":
+        return RuntimeConfig(recompute="all", pool=False, workspace_bytes=workspace_bytes)
+    if name in ("all", "all+wscap"):
         return RuntimeConfig(recompute="all", pool_budget_bytes=pool_budget_bytes, **pool)
     raise ValueError(f"unknown arm {name!r}; known: {', '.join(ARMS + PEAK_CONFIGS)}")
 
@@ -65,7 +70,7 @@ class Arm:
 
     def __init__(self, name: str, model: nn.Module, optim: Optim, *, memory_budget_bytes: float | None = None,
                  pool_budget_bytes: float | None = None, lookahead: int = 2, momentum_on_host: bool = False,
-                 max_inflight_bytes: float = 512 * 2**20):
+                 max_inflight_bytes: float = 512 * 2**20, workspace_bytes: float = 0.0):
         self.name, self.model = name, model
         self.runtime: SuperNeuronsModel | None = None
         self.sgd: SGDInBackward | None = None
@@ -77,7 +82,8 @@ class Arm:
             self.segments = max(1, round(math.sqrt(len(self.units))))
             self._flat = nn.Sequential(*[m for _, m in self.units])
         else:
-            cfg = runtime_config(name, memory_budget_bytes, pool_budget_bytes, lookahead, max_inflight_bytes)
+            cfg = runtime_config(name, memory_budget_bytes, pool_budget_bytes, lookahead, max_inflight_bytes,
+                                 workspace_bytes)
             self.runtime = SuperNeuronsModel(model, cfg)
             self.sgd = SGDInBackward(model, optim.lr, optim.momentum, optim.weight_decay,
                                      momentum_on_host=momentum_on_host)
@@ -110,9 +116,9 @@ class Arm:
         if self.name == "save_on_cpu":  # only the largest unit's working set on the device
             return float(largest_working_set(profiles).working_set)
         size = math.ceil(len(profiles) / self.segments)
-        chunks = [profiles[i:i + size] for i in range(0, len(profiles), size)]
-        boundaries = sum(c[0].in_bytes for c in chunks)
-        return float(boundaries + max(sum(p.saved_bytes for p in c) for c in chunks)
+        starts = range(0, len(profiles), size)
+        boundaries = sum(profiles[i].in_bytes for i in starts)
+        return float(boundaries + max(saved_bytes_between(profiles, i, i + size) for i in starts)
                      + max(p.in_bytes + p.out_bytes for p in profiles))
 
     def estimated_static(self) -> float:

@@ -1,10 +1,17 @@
 """SuperNeurons experiments: synthetic ImageNet-shaped batches, SGD (momentum 0.9), batch 32.
 
 peak_memory  peak memory per network (AlexNet, VGG-16, ResNet-50/101/152) for plain, liveness,
-             +pool, +recompute, all (arms.py), split into static (parameters, optimizer state and
-             the gradients torch.optim keeps between steps) and dynamic, against the largest
-             single-layer working set (liveness.py). Metric peak_dynamic_over_largest_layer: the
-             largest ratio over the networks of the "all" configuration (-> sn.peak).
+             +pool, +recompute, all, all+wscap (arms.py), split into static (parameters, optimizer
+             state and the gradients torch.optim keeps between steps) and dynamic, against the
+             largest single-layer working set (liveness.py). Metric peak_dynamic_over_largest_layer:
+             the largest ratio over the networks of the full runtime, all+wscap (all four
+             mechanisms; "all" when all+wscap is not among the configs) (-> sn.peak); the "all"
+             ratio stays in peak_dynamic_over_largest_layer_all. The workspace cap (probe.py,
+             WSCAP_ENV) is ``workspace_cap_mib`` MiB, or "auto": ``workspace_cap_fraction`` (10%)
+             of the network's largest single-layer working set, about what the 1.3x target leaves
+             on the ResNets beside the working set and the prefetched checkpoint (their estimate
+             is 1.17x); it is applied only with isolate: true (an environment variable of the
+             probe's process).
 depth        deepest bottleneck ResNet (stages 3:4:6:3 scaled to N blocks, 3N+5 conv layers) that
              trains a few steps under a per-process GPU memory cap, per arm (plain,
              checkpoint_sequential, save_on_cpu, ours); exponential then bisection search with a
@@ -12,7 +19,11 @@ depth        deepest bottleneck ResNet (stages 3:4:6:3 scaled to N blocks, 3N+5 
              Metrics depth_ratio (ours / plain, -> sn.depth), max_conv_layers_ours (-> sn.resnet2500).
 throughput   images/s of the four arms at one depth all of them train under the cap, and of ours vs
              checkpointing at the checkpointing arm's maximum depth (inputs.depth, the depth record,
-             or the parameter). Metrics speed_vs_plain (-> sn.speed), speed_vs_checkpoint.
+             or the parameter). Metrics speed_vs_plain (-> sn.speed), speed_vs_checkpoint. Ours' rows
+             say what limited it: its plan (segments recomputed, units recomputed, the largest
+             speed-centric working set, checkpoint bytes and the pool's resident budget) and per timed
+             step the bytes offloaded / prefetched, late fetches, host seconds waiting for copies and
+             in SGDInBackward.
 
 Static memory at 10x depth (why ours applies SGD inside backward and may keep momentum on the host):
 a 3:4:6:3 bottleneck ResNet with N blocks has about 1.33M x N parameters (N = 840: 1.12e9, 4.5 GB in
@@ -35,8 +46,8 @@ import pandas as pd
 
 from repro import records
 from repro.experiment import Context, Result, experiment
-from repro.superneurons.arms import ARMS, PEAK_CONFIGS
-from repro.superneurons.probe import ProbeSpec, run_isolated, run_probe
+from repro.superneurons.arms import ARMS, PEAK_CONFIGS, WSCAP_CONFIGS
+from repro.superneurons.probe import MIB, ProbeSpec, largest_working_set_estimate, run_isolated, run_probe
 
 GIB = 2**30
 PAPER_NETWORKS = [
@@ -60,7 +71,7 @@ class BenchParams:
     steps: int = 2  # timed steps per probe
     lookahead: int = 2  # checkpoints prefetched ahead in backward
     max_inflight_bytes: float = 512 * 2**20  # offload copies in flight before forward waits for one
-    plan_fraction: float = 0.8  # share of (cap - static) the runtime plans for
+    plan_margin: float = 0.125  # share of the cap the runtime's plan leaves free (probe.py)
     host_fraction: float = 0.7  # share of available host memory a probe may pin
     isolate: bool = True  # each probe in its own process (clean memory state)
     probe_timeout_s: float = 120.0
@@ -69,7 +80,7 @@ class BenchParams:
         return ProbeSpec(arm=arm, batch_size=self.batch_size, image_size=self.image_size,
                          num_classes=self.num_classes, device=ctx.device, warmup=self.warmup, steps=self.steps,
                          lookahead=self.lookahead, max_inflight_bytes=self.max_inflight_bytes,
-                         plan_fraction=self.plan_fraction,
+                         plan_margin=self.plan_margin,
                          host_fraction=self.host_fraction, lr=self.lr, momentum=self.momentum,
                          weight_decay=self.weight_decay, seed=ctx.seed, **kw)
 
@@ -92,7 +103,21 @@ class PeakParams(BenchParams):
     networks: list = field(default_factory=lambda: [dict(n) for n in PAPER_NETWORKS])  # name, model, kw, image_size
     configs: list = field(default_factory=lambda: list(PEAK_CONFIGS))
     pool_budget_bytes: float = 0.0  # resident pool bytes of the pool / all configs (0: offload all)
+    workspace_cap_mib: float | str | None = "auto"  # all+wscap's cuDNN workspace cap: MiB, or "auto"
+    workspace_cap_fraction: float = 0.1  # "auto": this share of the largest single-layer working set
     isolate: bool = False  # uncapped: one process is fine (peaks are per allocation, reset per run)
+
+    def workspace_cap(self, model: str, kw: dict, image_size: int | None) -> int:
+        """all+wscap's workspace cap for a network, in MiB (at least 1)."""
+        if self.workspace_cap_mib is None:
+            raise ValueError("configs include all+wscap but workspace_cap_mib is null; give MiB or 'auto'")
+        if self.workspace_cap_mib == "auto":
+            largest = largest_working_set_estimate(model, kw, self.batch_size, image_size or self.image_size,
+                                                   self.num_classes)
+            return max(1, int(self.workspace_cap_fraction * largest / MIB))
+        if isinstance(self.workspace_cap_mib, str) or self.workspace_cap_mib < 1:
+            raise ValueError(f"workspace_cap_mib must be 'auto', >= 1 MiB or null; got {self.workspace_cap_mib!r}")
+        return int(self.workspace_cap_mib)
 
 
 def _network(net: dict) -> tuple[str, str, dict, int | None]:
@@ -109,38 +134,52 @@ def peak_memory(p: PeakParams, ctx: Context) -> Result:
     rows = []
     for net in p.networks:
         name, model, kw, size = _network(net)
+        cap = p.workspace_cap(model, kw, size) if set(p.configs) & set(WSCAP_CONFIGS) else None
         for config in p.configs:
             spec = p.spec(config, ctx, model=model, model_kw=kw, momentum_on_host="no",
-                          pool_budget_bytes=p.pool_budget_bytes)
+                          pool_budget_bytes=p.pool_budget_bytes,
+                          workspace_cap_mib=cap if config in WSCAP_CONFIGS else None)
             if size is not None:
                 spec.image_size = size
             r = p.probe(spec, ctx)
             ctx.log.info("peak %s/%s: %s dynamic %.3g GiB (est %.3g GiB)", name, config, r["reason"],
                          r.get("dynamic_bytes", float("nan")) / GIB, r.get("est_dynamic_bytes", float("nan")) / GIB)
+            cudnn = r.get("cudnn") or {}
             rows.append(dict(network=name, config=config, fits=r["fits"], reason=r["reason"], measured=measured,
                              peak_bytes=r.get("peak_bytes"), static_bytes=r.get("static_bytes"),
                              dynamic_bytes=r.get("dynamic_bytes"), est_dynamic_bytes=r.get("est_dynamic_bytes"),
                              est_static_bytes=r.get("est_static_bytes"),
                              largest_working_set=r.get("largest_working_set"), step_s=r.get("step_s"),
-                             offloaded_bytes=(r.get("pool") or {}).get("offloaded_bytes", 0)))
+                             offloaded_bytes_per_step=(r.get("per_step") or {}).get("offloaded_bytes", 0),
+                             workspace_cap_mib=spec.workspace_cap_mib, workspace_cap_env=cudnn.get("wscap_env"),
+                             cudnn_benchmark=cudnn.get("benchmark")))
     table = pd.DataFrame(rows)
     table["largest_working_set"] = table.groupby("network").largest_working_set.transform("max")
     table["dynamic_over_largest_layer"] = table.dynamic_bytes.astype(float) / table.largest_working_set
     table["est_dynamic_over_largest_layer"] = table.est_dynamic_bytes.astype(float) / table.largest_working_set
     prefix, column = ("", "dynamic_over_largest_layer") if measured else ("est_", "est_dynamic_over_largest_layer")
+    dyn = "dynamic_bytes" if measured else "est_dynamic_bytes"
+    full = next((c for c in ("all+wscap", "all") if c in p.configs), None)
     metrics = {}
     for name, rows_net in table.groupby("network", sort=False):
         by = rows_net.set_index("config")
-        if "all" in by.index and bool(by.loc["all", "fits"]):
-            metrics[f"{prefix}ratio_all_{name}"] = float(by.loc["all", column])
-        if {"all", "plain"} <= set(by.index) and by.loc["all", "fits"] and by.loc["plain", "fits"]:
-            dyn = "dynamic_bytes" if measured else "est_dynamic_bytes"
-            metrics[f"{prefix}dynamic_reduction_{name}"] = float(by.loc["plain", dyn]) / float(by.loc["all", dyn])
-    all_rows = table[(table.config == "all") & table.fits]
-    if len(all_rows) == len(p.networks):  # the claim is over every network, so it needs every one
-        metrics[f"{prefix}peak_dynamic_over_largest_layer"] = float(all_rows[column].max())
-    return Result(metrics=metrics, tables={"peak_memory": table},
-                  tags={"memory_source": "cuda allocator" if measured else "liveness estimate (CPU)"})
+        for config in ("all", "all+wscap"):
+            if config in by.index and bool(by.loc[config, "fits"]):
+                metrics[f"{prefix}ratio_{config.replace('+', '_')}_{name}"] = float(by.loc[config, column])
+        if full and {full, "plain"} <= set(by.index) and by.loc[full, "fits"] and by.loc["plain", "fits"]:
+            metrics[f"{prefix}dynamic_reduction_{name}"] = float(by.loc["plain", dyn]) / float(by.loc[full, dyn])
+    for config, key in ((full, "peak_dynamic_over_largest_layer"), ("all", "peak_dynamic_over_largest_layer_all")):
+        done = table[(table.config == config) & table.fits]
+        if config and len(done) == len(p.networks):  # the claim is over every network, so it needs every one
+            metrics[f"{prefix}{key}"] = float(done[column].max())
+    tags = {"memory_source": "cuda allocator" if measured else "liveness estimate (CPU)",
+            "cudnn": f"cudnn.benchmark {'on' if table.cudnn_benchmark.any() else 'off'}"}
+    if table.workspace_cap_mib.notna().any():
+        caps = table.dropna(subset=["workspace_cap_mib"]).groupby("network", sort=False).workspace_cap_mib.first()
+        applied = table.workspace_cap_env.notna().any()
+        tags["workspace_cap"] = ("workspace cap " + ", ".join(f"{n} {int(c)} MiB" for n, c in caps.items())
+                                 + ("" if applied else " (not applied: in-process probes)"))
+    return Result(metrics=metrics, tables={"peak_memory": table}, tags=tags)
 
 
 # ---- depth ------------------------------------------------------------------------------------
@@ -229,7 +268,9 @@ def depth(p: DepthParams, ctx: Context) -> Result:
                              reason=r["reason"], measured=measured, peak_bytes=r.get("peak_bytes"),
                              est_peak_bytes=(r.get("est_static_bytes") or 0) + (r.get("est_dynamic_bytes") or 0),
                              step_s=r.get("step_s"), wall_s=r.get("wall_s"),
-                             momentum_on_host=r.get("momentum_on_host")))
+                             momentum_on_host=r.get("momentum_on_host"),
+                             recomputed_segments=(r.get("plan") or {}).get("recomputed"),
+                             offloaded_bytes_per_step=(r.get("per_step") or {}).get("offloaded_bytes")))
         last_fail = next((r["reason"] for r in reversed(probes) if not r["fits"]), "")
         fails = [r["blocks"] for r in probes if not r["fits"]]
         summary.append(dict(arm=arm, max_blocks=best or 0, max_conv_layers=conv_layers(best) if best else 0,
@@ -287,10 +328,16 @@ def throughput(p: ThroughputParams, ctx: Context) -> Result:
                            cap_bytes=cap), ctx)
         ctx.log.info("throughput %s at %d blocks: %s, %.1f images/s", arm, blocks, r["reason"],
                      r.get("images_per_s", float("nan")))
+        plan, per_step = r.get("plan") or {}, r.get("per_step") or {}
         rows.append(dict(arm=arm, blocks=blocks, fits=r["fits"], reason=r["reason"], images_per_s=r.get("images_per_s"),
                          step_s=r.get("step_s"), peak_bytes=r.get("peak_bytes"),
-                         recomputed_segments=(r.get("plan") or {}).get("recomputed"),
-                         offloaded_bytes=(r.get("pool") or {}).get("offloaded_bytes")))
+                         est_peak_bytes=(r.get("est_static_bytes") or 0) + (r.get("est_dynamic_bytes") or 0),
+                         segments=plan.get("segments"), recomputed_segments=plan.get("recomputed"),
+                         recomputed_units=plan.get("recomputed_units"), memory_centric=plan.get("memory_centric"),
+                         speed_working_set=plan.get("speed_working_set"),
+                         checkpoint_bytes=plan.get("est_checkpoints"), pool_budget_bytes=plan.get("pool_budget_bytes"),
+                         peak_resident_bytes=(r.get("pool") or {}).get("peak_resident_bytes"),
+                         **{f"{k}_per_step": v for k, v in per_step.items()}))
     table = pd.DataFrame(rows)
 
     def ips(arm, blocks):

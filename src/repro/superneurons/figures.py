@@ -44,7 +44,7 @@ def peak_memory(run_dir: Path) -> Figure:
             title=f"sn.peak = {_metric(record, 'peak_dynamic_over_largest_layer')}")
     rat.legend(fontsize=8)
     fig.suptitle(f"SuperNeurons peak memory, batch {record.get('params', {}).get('batch_size', '')}\n"
-                 f"{run_subtitle(record, 'memory_source', 'timing')}", fontsize=10)
+                 f"{run_subtitle(record, 'memory_source', 'timing', 'cudnn', 'workspace_cap')}", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -87,5 +87,13 @@ def throughput(run_dir: Path) -> Figure:
     ax.set(ylabel="images / s", title=f"ours / plain {_metric(record, 'speed_vs_plain')}x, "
                                        f"ours / checkpoint {_metric(record, 'speed_vs_checkpoint')}x")
     fig.suptitle(f"SuperNeurons throughput\n{run_subtitle(record, 'memory_source', 'timing')}", fontsize=10)
-    fig.tight_layout()
+    if "recomputed_units" in table:  # what limited ours: recomputation and host copies per step
+        ours = table[(table.arm == "ours") & table.fits]
+        notes = [f"ours at {r.blocks} blocks: {r.recomputed_units:.0f} units recomputed in "
+                 f"{r.recomputed_segments:.0f} segments, {r.offloaded_bytes_per_step / GIB:.2f} GiB offloaded / step"
+                 for r in ours.itertuples() if pd.notna(r.recomputed_units)]
+        fig.text(0.01, 0.01, "\n".join(notes), fontsize=7, va="bottom")
+        fig.tight_layout(rect=(0, 0.04 * len(notes), 1, 1))
+    else:
+        fig.tight_layout()
     return fig

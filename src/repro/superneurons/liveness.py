@@ -16,6 +16,15 @@ i.e. its backward working set: the saved tensors, the gradient of its output (ou
 of its input (in_i) and its weight gradient (param_i). It bounds the forward working set as well
 (input + output + what is saved). The network's largest single-layer working set is max_i WS_i.
 
+Shared activations. The activation between two units is one storage: when unit i-1 saves its output
+(e.g. an in-place ReLU saves its result) and unit i saves its input (a convolution does), both
+profiles count it. ``shared_in_bytes`` is that overlap (also through units that pass their input on
+in place or as a view, like Flatten), so that a run of units keeps sum(saved) - sum(shared) bytes
+(:func:`saved_bytes_between`). Counted twice, a 64-block bottleneck ResNet (batch 32) seemed to keep
+12.0 GB instead of 9.1 GB (on the H200 plain training peaked at 9.99 GB, about 8.9 GB of it dynamic
+next to 1.07 GB of parameters, gradients and momentum), and the runtime recomputed segments of a
+network that fits.
+
 Profiling runs each unit once on the real input shape (one unit alive at a time, so a network that
 cannot train still profiles); identical units (same structure and input shape, e.g. the repeated
 blocks of a deep ResNet) are profiled once. Batch-norm running statistics and the RNG are left
@@ -118,6 +127,7 @@ class UnitProfile:
     saved_bytes: int
     param_bytes: int
     forward_s: float
+    shared_in_bytes: int = 0  # of saved_bytes, the input storage an earlier unit saves too
 
     @property
     def working_set(self) -> int:
@@ -154,10 +164,11 @@ def _sync(device: torch.device) -> None:
 def profile_units(units: list[tuple[str, nn.Module]], x: torch.Tensor) -> list[UnitProfile]:
     """Profile every unit on input ``x`` (the real batch shape); see the module docstring."""
     device = x.device
-    cache: dict[tuple, tuple[int, int, float]] = {}
+    cache: dict[tuple, tuple] = {}
     profiles = []
     param_storages = {p.untyped_storage().data_ptr() for _, m in units for p in m.parameters()}
     fork_devices = [device] if device.type == "cuda" else []
+    carry = 0  # bytes of the current activation's storage that an earlier unit saves
     with torch.random.fork_rng(devices=fork_devices), frozen_batchnorm_stats([m for _, m in units]):
         a = x.detach()
         for i, (name, m) in enumerate(units):
@@ -166,7 +177,7 @@ def profile_units(units: list[tuple[str, nn.Module]], x: torch.Tensor) -> list[U
             if key in cache:
                 with torch.no_grad():
                     out = m(inp)
-                saved, out_bytes, seconds = cache[key]
+                saved, out_bytes, seconds, in_saved, out_saved, passes_on = cache[key]
             else:
                 counter = _SavedCounter(param_storages)
                 leaf = a.detach().requires_grad_(a.is_floating_point())
@@ -177,11 +188,15 @@ def profile_units(units: list[tuple[str, nn.Module]], x: torch.Tensor) -> list[U
                     out = m(inp)
                 _sync(device)
                 seconds = time.perf_counter() - start
+                in_ptr, out_ptr = inp.untyped_storage().data_ptr(), out.untyped_storage().data_ptr()
                 saved, out_bytes = counter.total, tensor_bytes(out)
-                cache[key] = (saved, out_bytes, seconds)
+                in_saved, out_saved = counter.storages.get(in_ptr, 0), counter.storages.get(out_ptr, 0)
+                passes_on = out_ptr == in_ptr  # in place, or a view of its input
+                cache[key] = (saved, out_bytes, seconds, in_saved, out_saved, passes_on)
                 del counter, leaf, inp
             profiles.append(UnitProfile(i, name, type(m).__name__, is_expensive(m), tensor_bytes(a), out_bytes, saved,
-                                        param_bytes(m), seconds))
+                                        param_bytes(m), seconds, shared_in_bytes=min(carry, in_saved)))
+            carry = max(carry, out_saved) if passes_on else out_saved
             a = out.detach()
     return profiles
 
@@ -195,7 +210,13 @@ def largest_working_set(profiles: list[UnitProfile]) -> UnitProfile:
     return max(profiles, key=lambda p: p.working_set)
 
 
+def saved_bytes_between(profiles: list[UnitProfile], start: int = 0, stop: int | None = None) -> int:
+    """Bytes that units ``start`` .. ``stop - 1`` keep for backward together (shared activations once)."""
+    run = profiles[start:stop]
+    return sum(p.saved_bytes for p in run) - sum(p.shared_in_bytes for p in run[1:])
+
+
 def plain_dynamic_estimate(profiles: list[UnitProfile]) -> int:
     """Liveness estimate of plain training's dynamic peak: every saved tensor is alive at the end of
     forward, plus the largest working set (as the runtime's estimate of a plan that keeps everything)."""
-    return sum(p.saved_bytes for p in profiles) + largest_working_set(profiles).working_set
+    return saved_bytes_between(profiles) + largest_working_set(profiles).working_set

@@ -9,6 +9,22 @@ Before training, a probe checks the pinned host memory its arm would need (the l
 against what the host has available, and refuses (``reason="host memory"``) instead of risking the
 OOM killer. On the CPU nothing can be measured by a CUDA allocator: a probe with a cap then decides
 "fits" from the liveness estimate (static + dynamic <= cap) and says so (``measured=False``).
+
+Memory budget of the runtime ("ours"): cap - static (estimate) - ``plan_margin`` x cap. The plan
+itself counts the working set; the margin covers what it does not model: allocator fragmentation
+and transients (cuDNN workspace, autograd's temporaries). On the H200 at 840-910 blocks the
+measured peak exceeded the plan's estimate by 0.77 GB and the deepest probe that fitted peaked at
+12.06 GB allocated under the 12.88 GB cap (980 blocks ran out of reserved memory). 12.5% of the cap
+(1.6 GB) is the margin the former budget, 0.8 x (cap - static), left at that depth; it is now the
+same at every depth instead of growing to 2.4 GB at 64 blocks.
+
+Convolution workspace: see WSCAP_ENV. Peak statistics are reset after the warmup steps, so the
+first steps' algorithm selection (cuDNN's heuristic configs tried until one can allocate its
+workspace, or with ``cudnn.benchmark`` every candidate timed with its workspace) is not measured;
+probes leave ``cudnn.benchmark`` off (PyTorch's default) and record cuDNN's settings.
+
+Diagnostics (per timed step, ``per_step``): bytes the pool offloaded and prefetched, late fetches,
+host seconds forward waited for copies, host seconds in SGDInBackward's updates.
 """
 
 from __future__ import annotations
@@ -17,6 +33,7 @@ import dataclasses
 import gc
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -27,9 +44,26 @@ import torch
 from repro.data.synthetic import synthetic_batch
 from repro.models import build_model, get_entry
 from repro.superneurons.arms import ARMS, PEAK_CONFIGS, Arm, Optim
-from repro.superneurons.liveness import largest_working_set, param_bytes, profile_units
+from repro.superneurons.liveness import flatten_units, largest_working_set, param_bytes, profile_units
 
 RESULT_PREFIX = "PROBE_RESULT "
+MIB = 2**20
+
+# SuperNeurons' fourth mechanism, the fastest convolution algorithm whose workspace fits, is not
+# something PyTorch exposes; what it allows is cuDNN's workspace cap, the environment variable
+# CUDNN_CONV_WSCAP_DBG (MiB). ATen does not read it: aten/src/ATen/native/cudnn/Conv_v8.cpp (read at
+# pytorch/pytorch@06ca69ca: the backend-API path through cudnn_frontend that PyTorch also takes with
+# cuDNN 9) and Conv_v7.cpp have no reference to it, and PyTorch's docs
+# (docs/source/cuda_environment_variables.rst) list it under "CUDA Runtime and Libraries Environment
+# Variables": libcudnn reads it. ATen's own choice, in Conv_v8.cpp: with cudnn.benchmark off it runs
+# the first heuristic engine config whose workspace the caching allocator can allocate (try_configs
+# moves on after an OOM), with benchmark on it times the plans whose workspace fits the allocator's
+# largest free cached block (get_available_workspace); neither looks at what the plan leaves free.
+# Since we cannot see when libcudnn reads the variable, it is set in the probe process's environment
+# before Python starts (run_isolated; an in-process probe records that it was not applied). Whether
+# cuDNN 9 still honours it is not documented anywhere we found: on the GPU, the "all" vs "all+wscap"
+# rows of the peak-memory table are the test.
+WSCAP_ENV = "CUDNN_CONV_WSCAP_DBG"
 
 
 @dataclass
@@ -44,8 +78,9 @@ class ProbeSpec:
     cap_bytes: float | None = None  # per-process GPU memory cap (on the CPU: the estimate's cap)
     warmup: int = 1  # untimed steps (the first one profiles and plans)
     steps: int = 2  # timed steps
-    plan_fraction: float = 0.8  # share of (cap - static) the runtime's plan may use
+    plan_margin: float = 0.125  # share of the cap the runtime's plan leaves free (see the module docstring)
     pool_budget_bytes: float | None = None  # ablation configs: resident pool bytes
+    workspace_cap_mib: int | None = None  # cuDNN workspace cap (WSCAP_ENV) of an isolated probe
     lookahead: int = 2
     max_inflight_bytes: float = 512 * 2**20  # GPU memory of offloads still copying before forward waits
     momentum_on_host: str = "auto"  # auto | yes | no; auto: on the host when 2 x params > 40% of the cap
@@ -62,6 +97,38 @@ class ProbeSpec:
             raise ValueError(f"momentum_on_host must be auto, yes or no, got {self.momentum_on_host!r}")
         if self.steps < 1 or self.warmup < 1:
             raise ValueError("a probe needs warmup >= 1 and steps >= 1")
+        if self.workspace_cap_mib is not None and self.workspace_cap_mib < 1:
+            raise ValueError(f"workspace_cap_mib must be >= 1 MiB or None, got {self.workspace_cap_mib}")
+
+
+def probe_env(spec: ProbeSpec) -> dict:
+    """The environment of an isolated probe's process: this one's, with the spec's workspace cap (and
+    none when the spec has none, so that an uncapped configuration stays uncapped)."""
+    env = {k: v for k, v in os.environ.items() if k != WSCAP_ENV}
+    if spec.workspace_cap_mib is not None:
+        env[WSCAP_ENV] = str(int(spec.workspace_cap_mib))
+    return env
+
+
+def cudnn_settings() -> dict:
+    """cuDNN settings this process trains with, and the workspace cap it was started with."""
+    cudnn = torch.backends.cudnn
+    return dict(enabled=cudnn.enabled, benchmark=cudnn.benchmark, deterministic=cudnn.deterministic,
+                allow_tf32=cudnn.allow_tf32, version=cudnn.version() if cudnn.is_available() else None,
+                wscap_env=os.environ.get(WSCAP_ENV))
+
+
+def largest_working_set_estimate(model: str, model_kw: dict, batch_size: int, image_size: int | None,
+                                 num_classes: int | None) -> int:
+    """The largest single-layer working set (bytes) of ``model`` at ``batch_size``, from a CPU profile
+    at batch 2 (activations scale with the batch, parameters do not; batch norm needs 2 samples): the
+    "auto" workspace cap must be known before the probe's process starts, before the GPU is touched."""
+    torch.manual_seed(0)
+    net = build_model(model, num_classes, **model_kw)
+    size = image_size or get_entry(model).input_size
+    small = min(2, batch_size)
+    profiles = profile_units(flatten_units(net), torch.zeros(small, 3, size, size))
+    return max(batch_size * (p.working_set - p.param_bytes) // small + p.param_bytes for p in profiles)
 
 
 def available_host_bytes() -> float:
@@ -81,6 +148,13 @@ def _momentum_on_host(spec: ProbeSpec, params: int) -> bool:
     return spec.cap_bytes is not None and 2 * params > 0.4 * spec.cap_bytes
 
 
+def _workspace_counted(spec: ProbeSpec, cuda: bool) -> float:
+    """Workspace bytes the plan counts next to the working set: the cap, where cuDNN runs under it
+    (on the GPU, in a process started with it); no cap is known otherwise."""
+    applied = spec.workspace_cap_mib is not None and os.environ.get(WSCAP_ENV) == str(int(spec.workspace_cap_mib))
+    return spec.workspace_cap_mib * MIB if cuda and applied else 0.0
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -94,8 +168,9 @@ def run_probe(spec: ProbeSpec) -> dict:
     if cuda and spec.cap_bytes is not None:
         total = torch.cuda.get_device_properties(device).total_memory
         torch.cuda.set_per_process_memory_fraction(min(1.0, spec.cap_bytes / total), device)
-    out = dict(arm=spec.arm, fits=False, reason="", measured=cuda, **{k: v for k, v in spec.model_kw.items()
-                                                                        if k == "blocks"})
+    out = dict(arm=spec.arm, fits=False, reason="", measured=cuda, cudnn=cudnn_settings(),
+               workspace_cap_mib=spec.workspace_cap_mib,
+               **{k: v for k, v in spec.model_kw.items() if k == "blocks"})
     arm = model = x = y = None
     try:
         torch.manual_seed(spec.seed)
@@ -107,10 +182,12 @@ def run_probe(spec: ProbeSpec) -> dict:
         params = param_bytes(model)
         host_momentum = _momentum_on_host(spec, params)
         static_est = params * (1 if host_momentum else 2)
-        budget = None if spec.cap_bytes is None else max(0.0, spec.plan_fraction * (spec.cap_bytes - static_est))
+        budget = None if spec.cap_bytes is None else \
+            max(0.0, spec.cap_bytes - static_est - spec.plan_margin * spec.cap_bytes)
         arm = Arm(spec.arm, model, Optim(spec.lr, spec.momentum, spec.weight_decay), memory_budget_bytes=budget,
                   pool_budget_bytes=spec.pool_budget_bytes, lookahead=spec.lookahead,
-                  momentum_on_host=host_momentum, max_inflight_bytes=spec.max_inflight_bytes)
+                  momentum_on_host=host_momentum, max_inflight_bytes=spec.max_inflight_bytes,
+                  workspace_bytes=_workspace_counted(spec, cuda))
         if arm.runtime is not None:
             profiles = arm.runtime.prepare(x).profiles
             out["plan"] = arm.runtime.plan.summary()
@@ -133,6 +210,9 @@ def run_probe(spec: ProbeSpec) -> dict:
         for _ in range(spec.warmup):
             arm.step(x, y)
         _sync(device)
+        if arm.runtime is not None:  # diagnostics of the timed steps only
+            arm.runtime.pool.reset_stats()
+            arm.sgd.host_s = 0.0
         if cuda:
             static = torch.cuda.memory_allocated(device) - x.numel() * x.element_size() - y.numel() * 8
             torch.cuda.reset_peak_memory_stats(device)
@@ -150,7 +230,13 @@ def run_probe(spec: ProbeSpec) -> dict:
             peak = torch.cuda.max_memory_allocated(device) - x.numel() * x.element_size() - y.numel() * 8
             out.update(peak_bytes=peak, static_bytes=static, dynamic_bytes=peak - static)
         if arm.runtime is not None:
-            out["pool"] = arm.runtime.pool.stats.as_dict()
+            stats = arm.runtime.pool.stats
+            out["pool"] = stats.as_dict()
+            out["per_step"] = dict(offloaded_bytes=stats.offloaded_bytes / spec.steps,
+                                   prefetched_bytes=stats.prefetched_bytes / spec.steps,
+                                   late_fetches=stats.late_fetches / spec.steps,
+                                   inflight_wait_s=stats.inflight_wait_s / spec.steps,
+                                   sgd_host_s=arm.sgd.host_s / spec.steps)
         return out
     except torch.OutOfMemoryError as e:
         out["reason"] = "oom: " + str(e).split("\n")[0][:200]
@@ -169,7 +255,7 @@ def run_isolated(spec: ProbeSpec, timeout_s: float, log=None) -> dict:
     """run_probe in a fresh process; a crash or timeout is a probe that did not fit, with the reason."""
     cmd = [sys.executable, "-m", "repro.superneurons.probe", json.dumps(dataclasses.asdict(spec))]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=probe_env(spec))
     except subprocess.TimeoutExpired:
         return dict(arm=spec.arm, fits=False, reason=f"timeout after {timeout_s:.0f}s", measured=False)
     for line in reversed(proc.stdout.splitlines()):

@@ -8,19 +8,39 @@ their own. A segment's input is its *checkpoint*.
 
 Plan. Each segment is either *kept* (runs under ordinary autograd, its saved tensors stay) or
 *recomputed* (forward runs without saving anything but the checkpoint; backward recomputes it):
-- ``recompute="off"``: all kept; ``"all"``: all recomputed; ``"auto"`` (cost-aware): starting from
-  all kept, the segments with the least forward time per byte freed are recomputed until the
-  liveness estimate fits ``memory_budget_bytes``, so a network that fits pays no recomputation.
-- each recomputed segment is speed-centric (recompute it once and keep its intermediates for its
-  whole backward) when that needs no more than the largest single-layer working set, else
-  memory-centric (recompute up to each unit, one unit's backward at a time);
+- ``recompute="off"``: all kept; ``"all"``: all recomputed, each segment speed-centric (recompute
+  it once and keep its intermediates for its whole backward) when that needs no more than the
+  largest single-layer working set, else memory-centric (recompute up to each unit, one unit's
+  backward at a time; an in-place unit is backpropagated with the unit before it, so that it
+  overwrites a recomputed tensor instead of a copy).
+- ``"auto"`` (cost-aware, for a ``memory_budget_bytes``): resident first, offload only the excess.
+  (1) Starting from all kept, the segments with the least forward time per byte freed are
+  recomputed until the plan fits with every checkpoint resident, so a network that fits pays no
+  recomputation and no copies. (2) When every segment worth recomputing is and the checkpoints
+  still do not fit, consecutive recomputed segments are merged into longer speed-centric segments
+  (fewer checkpoints; each unit still recomputed once), under a working-set allowance that starts at
+  the largest single-layer working set (merging costs no peak there) and grows until the
+  checkpoints fit. (3) Only when no allowance makes them fit does the tensor pool offload: the
+  merge with the fewest resident bytes that still leaves the pool room, the pool keeping what the
+  budget leaves and offloading the rest. Offloading is the last resort because host copies are
+  slow next to recomputation on a current GPU (H200: ~50 GB/s pinned copies; recomputing a
+  bottleneck block frees ~300 MB in ~0.3 ms of forward). Segments are speed-centric whenever the
+  plan still fits with it (step 1: memory-centric ones are turned speed-centric while it fits;
+  steps 2-3: up to the allowance).
 - checkpoints go to the tensor pool, which keeps ``pool_budget_bytes`` of them resident (default:
   what the memory budget leaves after the rest of the plan) and offloads the rest; when pool is on
   and recompute is off, the kept segments' saved activations go through the pool instead
   (saved-tensor hooks), parameters never.
 Backward of a recomputed segment prefetches the checkpoints of the ``prefetch_lookahead`` segments
-before it. Recomputation restores the forward's RNG state (dropout masks match) and leaves
-batch-norm running statistics as a single forward left them, so gradients equal plain training's.
+before it, and further ones as long as the pool's budget has room for them (a checkpoint released
+by backward makes room for an offloaded one), so host copies start as early as memory allows.
+Recomputation restores the forward's RNG state (dropout masks match) and leaves batch-norm running
+statistics as a single forward left them, so gradients equal plain training's.
+
+Convolution workspace (SuperNeurons' fourth mechanism, the fastest algorithm whose workspace fits)
+is outside the runtime: cuDNN picks algorithms itself; ``workspace_bytes`` is the workspace the
+estimate counts next to the working set (the cap set through ``CUDNN_CONV_WSCAP_DBG``, see
+probe.py).
 
 Not supported (raises or documented): models that are not nn.Sequential-structured; units with
 several inputs/outputs; parameters used twice (with SGDInBackward). Evaluation (no grad or eval
@@ -38,12 +58,13 @@ import torch
 import torch.nn as nn
 
 from repro.superneurons.liveness import (UnitProfile, flatten_units, frozen_batchnorm_stats, is_stochastic,
-                                         largest_working_set, mutates_input, profile_units)
+                                         largest_working_set, mutates_input, profile_units, saved_bytes_between)
 from repro.superneurons.tensor_pool import TensorPool
 from repro.train.hooks import TrainHooks
 
 RECOMPUTE_MODES = ("off", "auto", "all")
 STRATEGIES = ("auto", "speed", "memory")
+ALLOWANCE_STEP = math.sqrt(2)  # growth of the working-set allowance between merge attempts
 
 
 @dataclass
@@ -53,9 +74,10 @@ class RuntimeConfig:
     pool: bool = True  # unified tensor pool (offload what does not fit)
     pool_budget_bytes: float | None = None  # resident pool bytes; None = what the memory budget leaves
     memory_budget_bytes: float | None = None  # dynamic memory the plan may use; None = unlimited
-    prefetch_lookahead: int = 2  # checkpoints prefetched ahead in backward
+    prefetch_lookahead: int = 2  # checkpoints prefetched ahead in backward (more when the pool has room)
     min_offload_bytes: int = 1 << 20  # smaller saved tensors are not worth a copy (pool without recompute)
     max_inflight_bytes: float = 512 * 2**20  # GPU memory held by offloads still copying
+    workspace_bytes: float = 0.0  # convolution workspace counted next to the working set (0: not modelled)
 
     def __post_init__(self):
         if self.recompute not in RECOMPUTE_MODES:
@@ -64,7 +86,7 @@ class RuntimeConfig:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
         if self.prefetch_lookahead < 0:
             raise ValueError(f"prefetch_lookahead must be >= 0, got {self.prefetch_lookahead}")
-        for name in ("pool_budget_bytes", "memory_budget_bytes"):
+        for name in ("pool_budget_bytes", "memory_budget_bytes", "workspace_bytes"):
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ValueError(f"{name} must be >= 0 or None, got {value}")
@@ -79,8 +101,8 @@ class Segment:
     strategy: str = "speed"  # speed | memory (recomputed segments only)
     stochastic: bool = False
 
-    def run(self, x: torch.Tensor, upto: int | None = None) -> torch.Tensor:
-        for m in self.modules[:upto]:
+    def run(self, x: torch.Tensor, start: int = 0, stop: int | None = None) -> torch.Tensor:
+        for m in self.modules[start:stop]:
             x = m(x)
         return x
 
@@ -92,6 +114,7 @@ class Plan:
     pool_budget_bytes: float
     estimate: dict = field(default_factory=dict)
     offload_saved: bool = False  # kept segments' saved activations go through the pool (they do not fit)
+    speed_working_set: float = 0.0  # largest working set of a speed-centric segment (or of a layer), bytes
 
     @property
     def largest_working_set(self) -> int:
@@ -100,8 +123,10 @@ class Plan:
     def summary(self) -> dict:
         rec = [s for s in self.segments if s.recompute]
         return dict(segments=len(self.segments), recomputed=len(rec),
+                    recomputed_units=sum(len(s.units) for s in rec),
                     memory_centric=sum(s.strategy == "memory" for s in rec),
-                    largest_working_set=self.largest_working_set, pool_budget_bytes=self.pool_budget_bytes,
+                    largest_working_set=self.largest_working_set, speed_working_set=self.speed_working_set,
+                    pool_budget_bytes=self.pool_budget_bytes,
                     **{f"est_{k}": v for k, v in self.estimate.items()})
 
 
@@ -117,36 +142,172 @@ def cut_segments(units: list[tuple[str, nn.Module]], profiles: list[UnitProfile]
 
 
 def _seg_saved(seg: Segment, profiles) -> int:
-    return sum(profiles[i].saved_bytes for i in seg.units)
+    return saved_bytes_between(profiles, seg.units[0], seg.units[-1] + 1)
+
+
+def _checkpoint(seg: Segment, profiles) -> int:
+    return profiles[seg.units[0]].in_bytes
 
 
 def _seg_speed_ws(seg: Segment, profiles) -> int:
     """Speed-centric recompute: all the segment's saved tensors + its output gradient + input gradient."""
-    return _seg_saved(seg, profiles) + profiles[seg.units[-1]].out_bytes + profiles[seg.units[0]].in_bytes
+    return _seg_saved(seg, profiles) + profiles[seg.units[-1]].out_bytes + _checkpoint(seg, profiles)
+
+
+def memory_steps(seg: Segment) -> list[tuple[int, int]]:
+    """Memory-centric backward, as (start, stop) positions in the segment: one unit at a time, except
+    that a unit overwriting its input (in-place ReLU) joins the step of the unit before it; alone, it
+    would need a copy of its recomputed input (a leaf cannot be overwritten), one activation more."""
+    steps: list[list[int]] = []
+    for j, m in enumerate(seg.modules):
+        if steps and mutates_input(m):
+            steps[-1][1] = j + 1
+        else:
+            steps.append([j, j + 1])
+    return [(a, b) for a, b in steps]
 
 
 def _seg_memory_ws(seg: Segment, profiles) -> int:
-    """Memory-centric: the checkpoint plus one unit's working set at a time."""
-    return profiles[seg.units[0]].in_bytes + max(profiles[i].working_set for i in seg.units)
+    """Memory-centric: one step's working set at a time, plus the checkpoint while a later step runs
+    on a recomputed input (the first step's input is the checkpoint itself)."""
+    def step_ws(a, b):
+        first, last = seg.units[a], seg.units[b - 1]
+        ws = (saved_bytes_between(profiles, first, last + 1) + profiles[last].out_bytes + profiles[first].in_bytes
+              + sum(profiles[i].param_bytes for i in seg.units[a:b]))
+        return ws + (_checkpoint(seg, profiles) if a else 0)
+    return max(step_ws(a, b) for a, b in memory_steps(seg))
+
+
+def _rec_ws(seg: Segment, profiles) -> int:
+    return _seg_speed_ws(seg, profiles) if seg.strategy == "speed" else _seg_memory_ws(seg, profiles)
+
+
+def _kept_saved(segments: list[Segment], profiles) -> int:
+    """Saved bytes of the kept segments; an activation two neighbouring kept segments save counts once."""
+    total = 0
+    for k, s in enumerate(segments):
+        if not s.recompute:
+            total += _seg_saved(s, profiles)
+            if k and not segments[k - 1].recompute:
+                total -= profiles[s.units[0]].shared_in_bytes
+    return total
 
 
 def estimate(segments: list[Segment], profiles: list[UnitProfile], pool_budget: float, pool_saved: bool,
-             lookahead: int, inflight: float = 0.0) -> dict:
-    """Liveness estimate of the dynamic peak of a plan (bytes); ``inflight``: offload copies in flight."""
-    kept = sum(_seg_saved(s, profiles) for s in segments if not s.recompute)
-    checkpoints = [profiles[s.units[0]].in_bytes for s in segments if s.recompute]
+             lookahead: int, inflight: float = 0.0, workspace: float = 0.0) -> dict:
+    """Liveness estimate of the dynamic peak of a plan (bytes); ``inflight``: offload copies in flight,
+    ``workspace``: convolution workspace next to the working set."""
+    kept = _kept_saved(segments, profiles)
+    checkpoints = [_checkpoint(s, profiles) for s in segments if s.recompute]
     resident_ckpt = min(sum(checkpoints), pool_budget)
     prefetched = sum(sorted(checkpoints)[-lookahead:]) if lookahead and resident_ckpt < sum(checkpoints) else 0
     offloading = resident_ckpt < sum(checkpoints) or (pool_saved and pool_budget < kept)
     if pool_saved:
         kept = min(kept, pool_budget)
     inflight = inflight if offloading else 0.0
-    rec_ws = max([(_seg_speed_ws(s, profiles) if s.strategy == "speed" else _seg_memory_ws(s, profiles))
-                  for s in segments if s.recompute] or [0])
+    rec_ws = max([_rec_ws(s, profiles) for s in segments if s.recompute] or [0])
     work = max(rec_ws, largest_working_set(profiles).working_set)
     return dict(kept_saved=kept, checkpoints=sum(checkpoints), resident_checkpoints=resident_ckpt,
-                prefetched=prefetched, inflight=inflight, working=work,
-                peak_dynamic=kept + resident_ckpt + prefetched + inflight + work)
+                prefetched=prefetched, inflight=inflight, working=work, workspace=workspace,
+                peak_dynamic=kept + resident_ckpt + prefetched + inflight + work + workspace)
+
+
+def _strategy(seg: Segment, profiles, forced: str, allowance: float) -> str:
+    if forced != "auto":
+        return forced
+    return "speed" if _seg_speed_ws(seg, profiles) <= allowance else "memory"
+
+
+def _recompute_cheapest(segments: list[Segment], profiles, cfg: RuntimeConfig, budget: float) -> None:
+    """Step (1) of the auto plan: recompute the segments with the least forward time per byte freed
+    until every checkpoint fits resident. The estimate is updated per segment (an exact running
+    version of :func:`estimate`), so that a 1,000-segment network plans in milliseconds."""
+    largest = largest_working_set(profiles).working_set
+    kept, checkpoints, rec_ws = _kept_saved(segments, profiles), 0, 0
+    position = {id(s): k for k, s in enumerate(segments)}
+
+    def freed(s):
+        return _seg_saved(s, profiles) - _checkpoint(s, profiles)
+
+    def cost(s):
+        return sum(profiles[i].forward_s for i in s.units)
+
+    for s in sorted((s for s in segments if freed(s) > 0), key=lambda s: cost(s) / freed(s)):
+        if kept + checkpoints + max(rec_ws, largest) + cfg.workspace_bytes <= budget:
+            return
+        k = position[id(s)]
+        kept -= _seg_saved(s, profiles)
+        if k and not segments[k - 1].recompute:
+            kept += profiles[s.units[0]].shared_in_bytes
+        if k + 1 < len(segments) and not segments[k + 1].recompute:
+            kept += profiles[segments[k + 1].units[0]].shared_in_bytes
+        s.recompute, s.strategy = True, _strategy(s, profiles, cfg.strategy, largest)
+        checkpoints += _checkpoint(s, profiles)
+        rec_ws = max(rec_ws, _rec_ws(s, profiles))
+
+
+def merge_recomputed(segments: list[Segment], profiles, allowance: float, forced: str = "auto") -> list[Segment]:
+    """Consecutive recomputed segments merged into speed-centric segments whose working set stays
+    within ``allowance`` (a segment over it alone keeps its own strategy); kept segments unchanged."""
+    merged: list[Segment] = []
+    open_ws = None  # speed-centric working set of the last merged segment while it may still grow
+    for s in segments:
+        if not s.recompute:
+            merged.append(Segment(len(merged), s.units, s.modules, stochastic=s.stochastic))
+            open_ws = None
+            continue
+        if open_ws is not None and forced != "memory":
+            last = merged[-1]
+            grown = (open_ws - profiles[last.units[-1]].out_bytes + _seg_saved(s, profiles)
+                     - profiles[s.units[0]].shared_in_bytes + profiles[s.units[-1]].out_bytes)
+            if grown <= allowance:
+                last.units, last.modules = last.units + s.units, last.modules + s.modules
+                last.stochastic = last.stochastic or s.stochastic
+                open_ws = grown
+                continue
+        seg = Segment(len(merged), s.units, s.modules, recompute=True, stochastic=s.stochastic)
+        seg.strategy = _strategy(seg, profiles, forced, allowance)
+        merged.append(seg)
+        open_ws = _seg_speed_ws(seg, profiles) if seg.strategy == "speed" else None
+    return merged
+
+
+def _speed_where_it_fits(segments: list[Segment], profiles, cfg: RuntimeConfig, budget: float) -> None:
+    """Memory-centric segments become speed-centric (recomputed once instead of once per unit),
+    smallest working set first, while every checkpoint still fits resident."""
+    if cfg.strategy != "auto":
+        return
+    for s in sorted((s for s in segments if s.recompute and s.strategy == "memory"),
+                    key=lambda s: _seg_speed_ws(s, profiles)):
+        s.strategy = "speed"
+        if estimate(segments, profiles, math.inf, False, 0, workspace=cfg.workspace_bytes)["peak_dynamic"] > budget:
+            s.strategy = "memory"
+            return
+
+
+def _auto_plan(segments: list[Segment], profiles, cfg: RuntimeConfig, budget: float,
+               overhead: float) -> list[Segment]:
+    """recompute="auto" (module docstring, steps 1-3). ``overhead``: what offloading adds to the
+    estimate (prefetched checkpoints, copies in flight)."""
+    largest = largest_working_set(profiles).working_set
+    _recompute_cheapest(segments, profiles, cfg, budget)
+    if not any(s.recompute for s in segments):
+        return segments
+    if estimate(segments, profiles, math.inf, False, 0, workspace=cfg.workspace_bytes)["peak_dynamic"] <= budget:
+        _speed_where_it_fits(segments, profiles, cfg, budget)
+        return segments
+    best, best_resident, allowance = None, math.inf, largest
+    while allowance <= max(budget, largest):
+        merged = merge_recomputed(segments, profiles, allowance, cfg.strategy)
+        est = estimate(merged, profiles, math.inf, False, 0, workspace=cfg.workspace_bytes)
+        if est["peak_dynamic"] <= budget:
+            return merged
+        # offloading needs room next to the rest of the plan; a larger allowance only takes more
+        leaves_room = est["peak_dynamic"] - est["checkpoints"] + overhead <= budget
+        if best is None or (leaves_room and est["peak_dynamic"] < best_resident):
+            best, best_resident = merged, est["peak_dynamic"]
+        allowance *= ALLOWANCE_STEP
+    return best
 
 
 def make_plan(units, profiles: list[UnitProfile], cfg: RuntimeConfig, copies: bool = True) -> Plan:
@@ -155,42 +316,34 @@ def make_plan(units, profiles: list[UnitProfile], cfg: RuntimeConfig, copies: bo
     inflight = cfg.max_inflight_bytes if copies else 0.0
     largest = largest_working_set(profiles).working_set
     budget = math.inf if cfg.memory_budget_bytes is None else cfg.memory_budget_bytes
-    inf_pool = math.inf
-
-    def choose_strategy(seg):
-        if cfg.strategy != "auto":
-            return cfg.strategy
-        return "speed" if _seg_speed_ws(seg, profiles) <= largest else "memory"
-
     if cfg.recompute == "all":
         for s in segments:
-            s.recompute, s.strategy = True, choose_strategy(s)
+            s.recompute, s.strategy = True, _strategy(s, profiles, cfg.strategy, largest)
     elif cfg.recompute == "auto":
-        def freed(s):
-            return _seg_saved(s, profiles) - profiles[s.units[0]].in_bytes
-
-        def cost(s):
-            return sum(profiles[i].forward_s for i in s.units)
-        candidates = sorted((s for s in segments if freed(s) > 0), key=lambda s: cost(s) / freed(s))
-        for s in candidates:
-            if estimate(segments, profiles, inf_pool, False, 0)["peak_dynamic"] <= budget:
-                break
-            s.recompute, s.strategy = True, choose_strategy(s)
+        checkpoints = sorted(_checkpoint(s, profiles) for s in segments)
+        overhead = (sum(checkpoints[-cfg.prefetch_lookahead:]) if cfg.prefetch_lookahead else 0) + inflight
+        segments = _auto_plan(segments, profiles, cfg, budget, overhead if cfg.pool else 0.0)
     any_recompute = any(s.recompute for s in segments)
     pool_saved = cfg.pool and not any_recompute
+    resident = estimate(segments, profiles, math.inf, False, 0, workspace=cfg.workspace_bytes)
     if not cfg.pool:
         pool_budget = math.inf
     elif cfg.pool_budget_bytes is not None:
         pool_budget = float(cfg.pool_budget_bytes)
     elif budget == math.inf:
         pool_budget = math.inf
+    elif resident["peak_dynamic"] <= budget:  # all fits: the pool holds it all and what is left
+        held = resident["checkpoints"] + (resident["kept_saved"] if pool_saved else 0)
+        pool_budget = budget - resident["peak_dynamic"] + held
     else:
-        rest = estimate(segments, profiles, 0.0, pool_saved, cfg.prefetch_lookahead, inflight)
+        rest = estimate(segments, profiles, 0.0, pool_saved, cfg.prefetch_lookahead, inflight, cfg.workspace_bytes)
         pool_budget = max(0.0, budget - rest["peak_dynamic"])
     est = estimate(segments, profiles, pool_budget, pool_saved, cfg.prefetch_lookahead if cfg.pool else 0,
-                   inflight if cfg.pool else 0.0)
-    kept = sum(_seg_saved(s, profiles) for s in segments if not s.recompute)
-    return Plan(segments, profiles, pool_budget, est, offload_saved=pool_saved and pool_budget < kept)
+                   inflight if cfg.pool else 0.0, cfg.workspace_bytes)
+    kept = _kept_saved(segments, profiles)
+    speed = [_seg_speed_ws(s, profiles) for s in segments if s.recompute and s.strategy == "speed"]
+    return Plan(segments, profiles, pool_budget, est, offload_saved=pool_saved and pool_budget < kept,
+                speed_working_set=max(speed + [largest]))
 
 
 @contextlib.contextmanager
@@ -264,14 +417,14 @@ def _backward_speed(seg: Segment, x, grad_y, need_x: bool, rng):
 
 def _backward_memory(seg: Segment, x, grad_y, need_x: bool, rng):
     grad = grad_y
-    for j in reversed(range(len(seg.modules))):
+    for start, stop in reversed(memory_steps(seg)):
         with _rng_restored(rng, x.device):
             with torch.no_grad():
-                a = x.clone() if j > 0 and mutates_input(seg.modules[0]) else x
-                a = seg.run(a, upto=j)
-            need = need_x or j > 0
-            leaf, inp = _leaf(a, need, seg.modules[j])
-            out = seg.modules[j](inp)
+                a = x.clone() if start > 0 and mutates_input(seg.modules[0]) else x
+                a = seg.run(a, stop=start)
+            need = need_x or start > 0
+            leaf, inp = _leaf(a, need, seg.modules[start])
+            out = seg.run(inp, start, stop)
         _backprop(out, grad)
         grad = leaf.grad if need else None
         del out, leaf, inp, a
@@ -290,6 +443,7 @@ class SuperNeuronsModel(nn.Module):
         self.pool: TensorPool | None = None
         self._plan_key = None
         self._order: list = []
+        self._prefetch_next = -1  # position where the last prefetch walk stopped (see _prefetch_before)
         self._anchor: torch.Tensor | None = None
 
     def prepare(self, x: torch.Tensor) -> Plan:
@@ -314,13 +468,21 @@ class SuperNeuronsModel(nn.Module):
                     x = _RecomputedSegment.apply(self, seg.index, x, self._anchor)
                 else:
                     x = seg.run(x)
+        self._prefetch_next = len(self._order) - 1
         return x
 
     def _prefetch_before(self, position: int) -> None:
-        for p in range(position - 1, max(-1, position - 1 - self.config.prefetch_lookahead), -1):
+        """Before the backward of the checkpoint at ``position``: prefetch the ``prefetch_lookahead``
+        checkpoints before it, and earlier ones while the pool's budget has room, in the order backward
+        needs them. Backward only moves down, so the walk resumes where the last one stopped."""
+        within_lookahead = position - 1 - self.config.prefetch_lookahead
+        p = min(position - 1, self._prefetch_next)
+        while p >= 0:
             handle = self._order[p]()  # weak: a released checkpoint is gone
-            if handle is not None:
-                self.pool.prefetch(handle)
+            if handle is not None and not self.pool.prefetch(handle, within_budget=p <= within_lookahead):
+                break
+            p -= 1
+        self._prefetch_next = p
 
     def _saved_tensor_hooks(self):
         """Kept segments' saved activations through the pool (parameters and small tensors stay)."""

@@ -8,12 +8,17 @@ The update is torch.optim.SGD's (momentum, dampening 0, weight decay, no Nestero
 Momentum buffers may live in pinned host memory (``momentum_on_host``): each update copies the
 buffer in and out on the compute stream (ordered with the update, so no extra synchronisation).
 
+``host_s`` sums the host seconds spent in the updates (a diagnostic: one small update per parameter
+launches four kernels from Python, which on a fast GPU can make backward host-bound).
+
 Limitations: every parameter must be used once per forward (a tied weight would be updated before
 its second use's backward reads it; PyTorch's version check then raises), and there is no
 gradient clipping or accumulation over several backward passes.
 """
 
 from __future__ import annotations
+
+import time
 
 import torch
 import torch.nn as nn
@@ -31,10 +36,12 @@ class SGDInBackward:
             raise ValueError("SGDInBackward needs every parameter once (tied weights are not supported)")
         self.buffers: dict[int, torch.Tensor] = {}
         self.updates = 0
+        self.host_s = 0.0
         self._handles = [p.register_post_accumulate_grad_hook(self._step) for p in self.params]
 
     @torch.no_grad()
     def _step(self, p: torch.Tensor) -> None:
+        start = time.perf_counter()
         d = p.grad  # updated in place and freed below: no parameter-sized temporary
         if self.weight_decay:
             d.add_(p, alpha=self.weight_decay)
@@ -58,6 +65,7 @@ class SGDInBackward:
         p.add_(d, alpha=-self.lr)
         p.grad = None
         self.updates += 1
+        self.host_s += time.perf_counter() - start
 
     def momentum_bytes_on_device(self) -> int:
         return sum(b.numel() * b.element_size() for b in self.buffers.values() if b.device.type != "cpu")

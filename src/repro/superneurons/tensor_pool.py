@@ -11,7 +11,9 @@ memory before the copy has read it. A prefetch allocates on the side stream and 
 compute stream, so it is not reused while compute still reads it. Pinned buffers are recycled by
 (shape, stride, dtype) and all host copies run on the one side stream, in order, so a buffer is
 never overwritten before the copy that reads it has run. ``max_inflight_bytes`` bounds the GPU
-memory held by offloads still copying (forward blocks on the oldest copy past it).
+memory held by offloads still copying (forward blocks on the oldest copy past it; the seconds it
+blocks are counted in ``inflight_wait_s``). Prefetched tensors count against the budget from the
+moment their copy starts (``prefetch(within_budget=True)`` declines one that would not fit).
 
 On the CPU the pool is a pass-through: tensors stay where they are, but the same bookkeeping (LRU
 order, budget, what would be offloaded and prefetched) runs, so tests exercise it.
@@ -22,6 +24,7 @@ Handles release their entry when garbage-collected (autograd drops the handle wi
 from __future__ import annotations
 
 import math
+import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
@@ -41,6 +44,7 @@ class PoolStats:
     prefetches: int = 0
     prefetched_bytes: int = 0
     late_fetches: int = 0  # get() of a tensor still on the host: its copy could not overlap
+    inflight_wait_s: float = 0.0  # host seconds forward waited for offload copies (max_inflight_bytes)
     peak_resident_bytes: int = 0
     pinned_bytes: int = 0  # pinned host memory allocated (buffers are recycled)
 
@@ -83,6 +87,7 @@ class TensorPool:
         self.entries: dict[int, _Entry] = {}
         self.lru: OrderedDict[int, None] = OrderedDict()  # resident entries, least recently used first
         self.resident_bytes = 0
+        self.prefetching_bytes = 0  # copies back to the device started and not yet taken by get()
         self.stats = PoolStats()
         self._next = 0
         self._free_host: dict[tuple, list[torch.Tensor]] = {}
@@ -114,6 +119,7 @@ class TensorPool:
         if e.state == HOST:
             self.stats.late_fetches += 1
             self._prefetch(e)
+        self.prefetching_bytes -= e.nbytes
         if self.cuda:
             current = torch.cuda.current_stream(self.device)
             current.wait_event(e.event)
@@ -125,11 +131,17 @@ class TensorPool:
         self.stats.peak_resident_bytes = max(self.stats.peak_resident_bytes, self.resident_bytes)
         return e.tensor
 
-    def prefetch(self, handle: Handle) -> None:
-        """Start copying an offloaded tensor back (no-op if it is resident or already on its way)."""
+    def prefetch(self, handle: Handle, within_budget: bool = False) -> bool:
+        """Start copying an offloaded tensor back (no-op if it is resident or already on its way).
+        ``within_budget``: only if resident and prefetching bytes stay within the budget; returns
+        False when it declined for that reason."""
         e = self.entries.get(handle.id)
-        if e is not None and e.state == HOST:
-            self._prefetch(e)
+        if e is None or e.state != HOST:
+            return True
+        if within_budget and self.resident_bytes + self.prefetching_bytes + e.nbytes > self.budget_bytes:
+            return False
+        self._prefetch(e)
+        return True
 
     def is_resident(self, handle: Handle) -> bool:
         return self.entries[handle.id].state == RESIDENT
@@ -141,11 +153,18 @@ class TensorPool:
         if e.state == RESIDENT:
             self.lru.pop(entry_id, None)
             self.resident_bytes -= e.nbytes
+        elif e.state == PREFETCHING:
+            self.prefetching_bytes -= e.nbytes
         self._recycle(e)
         e.tensor = None
 
     def __len__(self) -> int:
         return len(self.entries)
+
+    def reset_stats(self) -> None:
+        """Start counting anew (e.g. after warmup steps), so that stats / steps is per step; the pinned
+        bytes already allocated stay counted."""
+        self.stats = PoolStats(peak_resident_bytes=self.resident_bytes, pinned_bytes=self.stats.pinned_bytes)
 
     # ---- internals -------------------------------------------------------------------------
     def _evict_to_budget(self) -> None:
@@ -177,12 +196,15 @@ class TensorPool:
     def _bound_inflight(self) -> None:
         while self._inflight and (self._inflight_bytes > self.max_inflight_bytes or self._inflight[0][0].query()):
             event, n = self._inflight.popleft()
+            start = time.perf_counter()
             event.synchronize()
+            self.stats.inflight_wait_s += time.perf_counter() - start
             self._inflight_bytes -= n
 
     def _prefetch(self, e: _Entry) -> None:
         self.stats.prefetches += 1
         self.stats.prefetched_bytes += e.nbytes
+        self.prefetching_bytes += e.nbytes
         e.state = PREFETCHING
         if not self.cuda:
             return
