@@ -186,7 +186,7 @@ def test_largest_batch_search():
     assert largest_batch(lambda b: b <= 1000, 128, 65536, 1) == 1000
     assert largest_batch(lambda b: b <= 5, 128, 65536, 1) == 5  # below the start: searched down
     assert largest_batch(lambda b: False, 8, 64, 1) == 0
-    assert largest_batch(lambda b: True, 8, 100, 1) == 64  # fits up to the limit
+    assert largest_batch(lambda b: True, 8, 100, 1) == 100  # fits up to the limit, the limit itself probed
     with pytest.raises(ValueError, match="start <= limit"):
         largest_batch(fits, 0, 10, 1)
 

@@ -42,6 +42,7 @@ from repro.comet import codec
 from repro.comet.hooks import SavedTensorAccounting, make_hooks
 from repro.experiment import Context, Result, experiment
 from repro.models import build_model
+from repro.search import largest_fit
 from repro.timing import time_cpu, time_cuda
 from repro.train import train
 from repro.train.augment import DeviceAugment, channel_stats
@@ -343,23 +344,14 @@ def _step_bytes(model: nn.Module, hooks: SavedTensorAccounting, optimizer, batch
 
 
 def largest_batch(fits, start: int, limit: int, resolution: int) -> int:
-    """The largest batch b in [1, limit] with fits(b), by doubling from start then bisection to
-    ``resolution`` (fits must be monotone: a larger batch never uses less memory); 0 if none."""
+    """The largest batch b in [1, limit] with fits(b) (repro.search.largest_fit: doubling from
+    start, then bisection to ``resolution``; fits must be monotone: a larger batch never uses less
+    memory); 0 if none."""
     if start < 1 or limit < start or resolution < 1:
         raise ValueError(f"need 1 <= start <= limit and resolution >= 1, got start={start}, limit={limit}, "
                          f"resolution={resolution}")
-    lo, hi, b = 0, None, start
-    while b <= limit:
-        if not fits(b):
-            hi = b
-            break
-        lo, b = b, b * 2
-    if hi is None:
-        return lo  # every batch up to the limit fits
-    while hi - lo > resolution or (lo == 0 and hi > 1):  # below start: search down to the first fit
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+    best, _ = largest_fit(fits, start, 1, limit, abs_tol=resolution)
+    return best or 0
 
 
 @experiment(params=MaxBatchParams, needs_gpu=False)

@@ -46,6 +46,7 @@ import pandas as pd
 
 from repro import records
 from repro.experiment import Context, Result, experiment
+from repro.search import largest_fit
 from repro.superneurons.arms import ARMS, PEAK_CONFIGS, WSCAP_CONFIGS
 from repro.superneurons.probe import MIB, ProbeSpec, largest_working_set_estimate, run_isolated, run_probe
 
@@ -203,52 +204,22 @@ def conv_layers(blocks: int) -> int:
 
 
 def search_depth(probe, start: int, lo_limit: int, hi_limit: int, resolution: float, budget_s: float, log=None):
-    """Largest n in [lo_limit, hi_limit] with probe(n)["fits"]: doubling from ``start``, then bisection,
-    within ``budget_s`` seconds. Returns (best or None, bound, probes) where bound is 'exact' (a failing
-    depth within resolution above), 'ceiling' (hi_limit fit) or 'time' (budget ran out first)."""
-    t0 = time.perf_counter()
+    """Largest n in [lo_limit, hi_limit] with probe(n)["fits"] (repro.search.largest_fit: doubling
+    from ``start``, then bisection to ``resolution`` of n, within ``budget_s`` seconds). Returns
+    (best or None, bound, probes) where bound is 'exact' (a failing depth within resolution above),
+    'ceiling' (hi_limit fit) or 'time' (budget ran out first)."""
     probes = []
-    fit, fail = None, None
-    last = [0.0]  # duration of the last probe: do not start one that would end past the budget
 
-    def try_(n):
-        start = time.perf_counter()
+    def fits(n):
         r = probe(n)
-        last[0] = time.perf_counter() - start
         r["blocks"] = n
         probes.append(r)
         if log:
             log.info("depth probe blocks=%d: %s (%.1fs)", n, r["reason"], r.get("wall_s", 0.0))
         return r["fits"]
 
-    def out_of_time():
-        return time.perf_counter() - t0 + last[0] > budget_s
-
-    n = max(lo_limit, min(start, hi_limit))
-    while True:  # exponential phase
-        if try_(n):
-            fit = n
-            if n >= hi_limit:
-                return fit, "ceiling", probes
-            n = min(hi_limit, 2 * n)
-        else:
-            fail = n
-            if fit is not None or n <= lo_limit:
-                break
-            n = max(lo_limit, n // 2)
-        if out_of_time():
-            return fit, "time", probes
-    if fit is None:
-        return None, "exact", probes
-    while fail - fit > max(1, resolution * fit):
-        if out_of_time():
-            return fit, "time", probes
-        mid = (fit + fail) // 2
-        if try_(mid):
-            fit = mid
-        else:
-            fail = mid
-    return fit, "exact", probes
+    best, bound = largest_fit(fits, start, lo_limit, hi_limit, rel_tol=resolution, budget_s=budget_s)
+    return best, bound, probes
 
 
 @experiment(params=DepthParams)
