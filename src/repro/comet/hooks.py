@@ -351,6 +351,7 @@ class ActNNHooks(SavedTensorAccounting):
         self.group_size = group_size
         self.seed = seed
         self._generators: dict = {}
+        self._shift_tensors: dict = {}
 
     def _generator(self, device: torch.device) -> torch.Generator:
         key = str(device)
@@ -373,9 +374,16 @@ class ActNNHooks(SavedTensorAccounting):
         packed = ActNNPacked(codes, lo.view(-1), scale.view(-1), n, t.shape, layout)
         return packed, codes.numel() + 8 * groups
 
+    def _shifts(self, device: torch.device) -> torch.Tensor:
+        # made once per device: torch.tensor(list, device=cuda) is a blocking host-to-device copy,
+        # which would stall the stream on every decode
+        key = str(device)
+        if key not in self._shift_tensors:
+            self._shift_tensors[key] = torch.tensor([0, 2, 4, 6], dtype=torch.uint8, device=device)
+        return self._shift_tensors[key]
+
     def decode(self, p: ActNNPacked) -> torch.Tensor:
-        shifts = torch.tensor([0, 2, 4, 6], dtype=torch.uint8, device=p.codes.device)
-        q = ((p.codes[:, None] >> shifts) & 3).view(len(p.lo), -1).float()
+        q = ((p.codes[:, None] >> self._shifts(p.codes.device)) & 3).view(len(p.lo), -1).float()
         x = (q * p.scale[:, None] + p.lo[:, None]).view(-1)[:p.n]
         return restore(x.contiguous(), p.shape, p.layout)
 
