@@ -33,15 +33,6 @@ print("trained", time.time()-t0, "s, loss", loss.item())
 cap = _Capture(4096); cap.attach(m)
 x, y = _probe_batch(tr, 128, False, "cpu")
 probe_memory(m, cap, x, y)
-def zz(d): return ((d << 1) ^ (d >> 31)).astype(np.uint32)
-def bitlen(v): 
-    out = np.zeros(v.shape, np.int64); nz = v > 0
-    out[nz] = np.floor(np.log2(v[nz].astype(np.float64))).astype(np.int64) + 1
-    return out
-def quant(a, eb):
-    s = codec.step_of(codec.check_eb(eb))
-    q = np.where(a == 0, 0, np.sign(a) * (np.floor(np.abs(a) / s) + 1)).astype(np.int64)
-    return q
 for layout in ("NCHW", "NHWC"):
   for eb in (0.05, 0.1, 0.2):
     tot = dict(raw=0, v1=0, g32=0, g32bitmap=0, sz3like=0)
@@ -50,16 +41,15 @@ for layout in ("NCHW", "NHWC"):
         flat = np.ascontiguousarray(a).reshape(-1).astype(np.float32)
         tot["raw"] += flat.size * 32
         tot["v1"] += codec.compress(flat, eb).nbytes * 8
-        n = flat.size; pad = (-n) % 1024
-        q = quant(np.pad(flat, (0, pad)), eb).reshape(-1, 1024)
-        d = np.diff(q, axis=1, prepend=q[:, :1]); z = zz(d.astype(np.int64))
-        # groups of 32 values in the v1 group order: chunk c, sub k, lanes j -> value c*128+4j+k
-        zg = z.reshape(-1, 8, 32, 4).transpose(0, 1, 3, 2).reshape(-1, 32)
-        w = bitlen(zg.max(1))
+        q = codec.quantize(codec._blocks(flat), codec.check_eb(eb))[0]
+        z = codec.zigzag(np.diff(q, axis=1, prepend=q[:, :1]))
+        # groups of 32 values in v1's bit-plane order (chunk, sub-value, lane)
+        zg = codec._plane_order(z).reshape(-1, 32)
+        w = codec.bit_length(zg.max(1)).astype(np.int64)
         tot["g32"] += int((32 * w).sum() + 6 * len(w) + 32 * len(q))
         # bitmap of zeros + per-32 width over nonzero magnitudes (no delta)
-        qg = np.abs(q).reshape(-1, 8, 32, 4).transpose(0, 1, 3, 2).reshape(-1, 32)
-        nzc = (qg != 0).sum(1); wm = bitlen(qg.max(1))
+        qg = codec._plane_order(np.abs(q)).reshape(-1, 32)
+        nzc = (qg != 0).sum(1); wm = codec.bit_length(qg.max(1).astype(np.uint32)).astype(np.int64)
         signs = (q.reshape(-1) < 0).sum()
         tot["g32bitmap"] += int(32 * len(qg) + (nzc * wm).sum() + 6 * len(qg) + signs)
         # empirical entropy of the zigzag deltas (what an ideal entropy coder of d would take)

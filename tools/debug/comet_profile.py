@@ -3,8 +3,9 @@
     python tools/debug/comet_profile.py [--kernels results/build/kernels]
 
 Kernel times of compress/decompress on 1 GiB of post-ReLU-like data (eb 0.05), from the torch
-profiler (CUPTI), against a device-to-device copy of the same bytes. The training-step view
-(every arm side by side, host time in the codec) is the pipeline's comet/comet_step_bench.
+profiler (CUPTI), against a device-to-device copy of the same bytes. End-to-end GB/s of each
+direction is the pipeline's comet/comet_bench; the training-step view (every arm side by side,
+host time in the codec) is comet/comet_step_bench.
 """
 
 from __future__ import annotations
@@ -32,19 +33,6 @@ def kernel_profile(kernels: str | None) -> None:
             scratch.copy_(x)
         torch.cuda.synchronize()
     print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=15))
-    for name, fn in (("compress", lambda: gpu_codec.compress(x, 0.05, kernels)),
-                     ("decompress", lambda: gpu_codec.decompress(c, kernels_dir=kernels)),
-                     ("copy", lambda: scratch.copy_(x))):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        times = []
-        for _ in range(10):
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        times.sort()
-        print(f"{name}: median {times[5]:.3f} ms = {4 * x.numel() / times[5] / 1e6:.0f} GB/s")
 
 
 def main() -> None:
