@@ -21,7 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from repro import provenance, records
 from repro.gpu_slots import claim_gpu
-from repro.scale import resolve_scale
+from repro.scale import param_layers, resolve_scale
 from repro.experiment import Context, NeedsGPU, cuda_available, load_entry, resolve_device
 
 CONFIG_DIR = Path(os.environ.get("REPRO_CONFIG_DIR", provenance.REPO_ROOT / "config")).resolve()
@@ -38,9 +38,7 @@ def experiment_params(spec, exp_cfg: DictConfig, scale: str):
     unknown = set(exp_cfg.keys()) - EXPERIMENT_KEYS
     if unknown:
         raise ConfigError(f"experiment: unknown key(s) {sorted(unknown)}; allowed: {sorted(EXPERIMENT_KEYS)}")
-    layers = [OmegaConf.structured(spec.params), exp_cfg.get("params") or {}]
-    if scale == "smoke":
-        layers.append(exp_cfg.get("smoke") or {})
+    layers = [OmegaConf.structured(spec.params), *param_layers(exp_cfg, scale)]
     try:
         merged = OmegaConf.merge(*layers)
         return OmegaConf.to_object(merged)

@@ -32,3 +32,9 @@ def resolve_scale(scale: str, gpu: bool | None = None) -> str:
     if scale not in SCALES:
         raise ValueError(f"scale: must be one of smoke, paper, auto; got {scale!r}")
     return scale
+
+
+def param_layers(exp_cfg, scale: str) -> list:
+    """An experiment file's parameter layers at ``scale``, merged left to right: ``params``, and
+    at smoke scale its ``smoke`` section on top (the one rule repro.run and the sweeps share)."""
+    return [exp_cfg.get("params") or {}] + ([exp_cfg.get("smoke") or {}] if scale == "smoke" else [])

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from repro.scale import param_layers
+
 SWEEP_DIR = "results/clicktrain/clicktrain_budget"
 
 
@@ -33,9 +35,8 @@ class BudgetParams:
 
 
 def _layers(path: Path, scale: str) -> list:
-    """An experiment file's params, and its smoke section on top at smoke scale (as repro.run merges them)."""
-    cfg = OmegaConf.load(path)
-    return [cfg.get("params") or {}] + ([cfg.get("smoke") or {}] if scale == "smoke" else [])
+    """An experiment file's parameter layers at ``scale``, as repro.run merges them."""
+    return param_layers(OmegaConf.load(path), scale)
 
 
 def read_config(path: Path, scale: str) -> BudgetParams:
