@@ -11,8 +11,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from sn_helpers import grads_after_one_backward, max_diff, tiny, train_both
-from repro.superneurons.liveness import UnsupportedModel
-from repro.superneurons.runtime import RuntimeConfig, SuperNeuronsHooks, SuperNeuronsModel
+from repro.models import build_model
+from repro.superneurons.liveness import (UnsupportedModel, flatten_units, largest_need, largest_working_set,
+                                         profile_units)
+from repro.superneurons.runtime import (RuntimeConfig, SuperNeuronsHooks, SuperNeuronsModel, _seg_memory_ws,
+                                        _seg_speed_ws, cut_segments, estimate)
 
 CONFIGS = {
     "recompute_speed": RuntimeConfig(recompute="all", strategy="speed", pool=True, pool_budget_bytes=0),
@@ -145,3 +148,28 @@ def test_train_hooks_wrap_model_keeps_the_parameters():
     wrapped = hooks.wrap_model(model)
     assert [id(p) for p in wrapped.parameters()] == [id(p) for p in model.parameters()]
     assert hooks.per_step_overrides() == ["wrap_model"]
+
+
+def test_measured_transients_enter_every_working_set_of_the_plan():
+    """A unit's measured backward transient (cuDNN workspace on the GPU) counts in the speed- and
+    memory-centric working sets, the largest need and the estimate; the claim's working set stays
+    tensors only."""
+    model = build_model("bottleneck_resnet", 10, blocks=4, width=8)
+    units = flatten_units(model)
+    profiles = profile_units(units, torch.randn(2, 3, 32, 32))
+    assert all(p.transient_bytes == 0 for p in profiles)  # nothing is measured on the CPU
+    segments = cut_segments(units, profiles)
+    for s in segments:
+        s.recompute = True
+    before = estimate(segments, profiles, math.inf, False, 0, workspace=123)
+    seg = max(segments, key=lambda s: _seg_speed_ws(s, profiles))
+    speed, memory = _seg_speed_ws(seg, profiles), _seg_memory_ws(seg, profiles)
+    extra = 10 * 2**20
+    profiles[seg.units[0]].transient_bytes = extra
+    assert _seg_speed_ws(seg, profiles) == speed + extra
+    assert extra < _seg_memory_ws(seg, profiles) <= memory + extra
+    assert largest_need(profiles) == profiles[seg.units[0]].working_set + extra  # extra dwarfs the rest
+    assert largest_working_set(profiles).working_set < extra
+    after = estimate(segments, profiles, math.inf, False, 0, workspace=123)
+    assert before["workspace"] == 123 and after["workspace"] == 0  # measured: inside the transients
+    assert after["working"] == max(speed + extra, largest_need(profiles))

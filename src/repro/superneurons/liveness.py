@@ -14,7 +14,17 @@ excluded) and parameter bytes ``param_i``::
 
 i.e. its backward working set: the saved tensors, the gradient of its output (out_i), the gradient
 of its input (in_i) and its weight gradient (param_i). It bounds the forward working set as well
-(input + output + what is saved). The network's largest single-layer working set is max_i WS_i.
+(input + output + what is saved). The network's largest single-layer working set is max_i WS_i
+(the sn.peak claim's yardstick: tensors only).
+
+Transient bytes. On the GPU a unit's backward allocates more than WS_i: cuDNN's convolution
+workspace and, inside a block, the gradients of its intermediate activations. The profile measures
+it: each distinct unit's backward runs once (``torch.autograd.grad``, so no ``.grad`` is touched)
+and ``transient_bytes`` = its allocator peak above what was alive after forward, minus the gradients
+WS_i already counts. The plan adds it to every working set (:attr:`UnitProfile.need`). On the
+H200 (session 4) the runtime's plan missed about 2 GB at 420-630 bottleneck blocks without it, and
+training ran out of memory under the cap; on the CPU nothing is measured (0). Measuring resets
+the device's peak-memory counter once, when the runtime profiles (its first training step).
 
 Shared activations. The activation between two units is one storage: when unit i-1 saves its output
 (e.g. an in-place ReLU saves its result) and unit i saves its input (a convolution does), both
@@ -128,10 +138,16 @@ class UnitProfile:
     param_bytes: int
     forward_s: float
     shared_in_bytes: int = 0  # of saved_bytes, the input storage an earlier unit saves too
+    transient_bytes: int = 0  # measured backward temporaries beyond the working set (GPU; module docstring)
 
     @property
     def working_set(self) -> int:
         return self.saved_bytes + self.out_bytes + self.in_bytes + self.param_bytes
+
+    @property
+    def need(self) -> int:
+        """What the unit's backward allocates at its peak: the working set and its transients."""
+        return self.working_set + self.transient_bytes
 
 
 class _SavedCounter:
@@ -161,6 +177,26 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _backward_transient(module: nn.Module, leaf: torch.Tensor, out: torch.Tensor, out_saved: bool,
+                        modelled: int) -> int:
+    """CUDA: allocator peak of the unit's backward above what is alive after its forward, minus the
+    ``modelled`` gradient bytes (output, input and weight gradients) and, unless a saved tensor holds
+    it anyway, the output this measurement keeps alive."""
+    wrt = ([leaf] if leaf.requires_grad else []) + [p for p in module.parameters() if p.requires_grad]
+    if not (out.requires_grad and wrt):
+        return 0
+    device = out.device
+    torch.cuda.synchronize(device)
+    base = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    grads = torch.autograd.grad(out, wrt, torch.ones_like(out), allow_unused=True)
+    del grads
+    torch.cuda.synchronize(device)
+    peak = torch.cuda.max_memory_allocated(device) - base
+    held = 0 if out_saved else tensor_bytes(out)
+    return max(0, peak - modelled - held)
+
+
 def profile_units(units: list[tuple[str, nn.Module]], x: torch.Tensor) -> list[UnitProfile]:
     """Profile every unit on input ``x`` (the real batch shape); see the module docstring."""
     device = x.device
@@ -177,7 +213,7 @@ def profile_units(units: list[tuple[str, nn.Module]], x: torch.Tensor) -> list[U
             if key in cache:
                 with torch.no_grad():
                     out = m(inp)
-                saved, out_bytes, seconds, in_saved, out_saved, passes_on = cache[key]
+                saved, out_bytes, seconds, in_saved, out_saved, passes_on, transient = cache[key]
             else:
                 counter = _SavedCounter(param_storages)
                 leaf = a.detach().requires_grad_(a.is_floating_point())
@@ -192,22 +228,33 @@ def profile_units(units: list[tuple[str, nn.Module]], x: torch.Tensor) -> list[U
                 saved, out_bytes = counter.total, tensor_bytes(out)
                 in_saved, out_saved = counter.storages.get(in_ptr, 0), counter.storages.get(out_ptr, 0)
                 passes_on = out_ptr == in_ptr  # in place, or a view of its input
-                cache[key] = (saved, out_bytes, seconds, in_saved, out_saved, passes_on)
+                transient = 0
+                if device.type == "cuda":
+                    transient = _backward_transient(m, leaf, out, out_saved > 0,
+                                                    out_bytes + tensor_bytes(a) + param_bytes(m))
+                    out = out.detach()
+                cache[key] = (saved, out_bytes, seconds, in_saved, out_saved, passes_on, transient)
                 del counter, leaf, inp
             profiles.append(UnitProfile(i, name, type(m).__name__, is_expensive(m), tensor_bytes(a), out_bytes, saved,
-                                        param_bytes(m), seconds, shared_in_bytes=min(carry, in_saved)))
+                                        param_bytes(m), seconds, shared_in_bytes=min(carry, in_saved),
+                                        transient_bytes=transient))
             carry = max(carry, out_saved) if passes_on else out_saved
             a = out.detach()
     return profiles
 
 
 def profile_table(profiles: list[UnitProfile]) -> pd.DataFrame:
-    rows = [dict(asdict(p), working_set=p.working_set) for p in profiles]
+    rows = [dict(asdict(p), working_set=p.working_set, need=p.need) for p in profiles]
     return pd.DataFrame(rows)
 
 
 def largest_working_set(profiles: list[UnitProfile]) -> UnitProfile:
     return max(profiles, key=lambda p: p.working_set)
+
+
+def largest_need(profiles: list[UnitProfile]) -> int:
+    """The largest single-unit backward peak, transients included (what the plan must leave room for)."""
+    return max(p.need for p in profiles)
 
 
 def saved_bytes_between(profiles: list[UnitProfile], start: int = 0, stop: int | None = None) -> int:

@@ -58,7 +58,8 @@ import torch
 import torch.nn as nn
 
 from repro.superneurons.liveness import (UnitProfile, flatten_units, frozen_batchnorm_stats, is_stochastic,
-                                         largest_working_set, mutates_input, profile_units, saved_bytes_between)
+                                         largest_need, largest_working_set, mutates_input, profile_units,
+                                         saved_bytes_between)
 from repro.superneurons.tensor_pool import TensorPool
 from repro.train.hooks import TrainHooks
 
@@ -149,9 +150,19 @@ def _checkpoint(seg: Segment, profiles) -> int:
     return profiles[seg.units[0]].in_bytes
 
 
-def _seg_speed_ws(seg: Segment, profiles) -> int:
-    """Speed-centric recompute: all the segment's saved tensors + its output gradient + input gradient."""
+def _transient(units, profiles) -> int:
+    """The largest measured backward transient among ``units`` (they run one at a time)."""
+    return max(profiles[i].transient_bytes for i in units)
+
+
+def _seg_speed_tensors(seg: Segment, profiles) -> int:
     return _seg_saved(seg, profiles) + profiles[seg.units[-1]].out_bytes + _checkpoint(seg, profiles)
+
+
+def _seg_speed_ws(seg: Segment, profiles) -> int:
+    """Speed-centric recompute: all the segment's saved tensors + its output gradient + input gradient,
+    and the largest transient of its units."""
+    return _seg_speed_tensors(seg, profiles) + _transient(seg.units, profiles)
 
 
 def memory_steps(seg: Segment) -> list[tuple[int, int]]:
@@ -173,7 +184,7 @@ def _seg_memory_ws(seg: Segment, profiles) -> int:
     def step_ws(a, b):
         first, last = seg.units[a], seg.units[b - 1]
         ws = (saved_bytes_between(profiles, first, last + 1) + profiles[last].out_bytes + profiles[first].in_bytes
-              + sum(profiles[i].param_bytes for i in seg.units[a:b]))
+              + sum(profiles[i].param_bytes for i in seg.units[a:b]) + _transient(seg.units[a:b], profiles))
         return ws + (_checkpoint(seg, profiles) if a else 0)
     return max(step_ws(a, b) for a, b in memory_steps(seg))
 
@@ -196,7 +207,8 @@ def _kept_saved(segments: list[Segment], profiles) -> int:
 def estimate(segments: list[Segment], profiles: list[UnitProfile], pool_budget: float, pool_saved: bool,
              lookahead: int, inflight: float = 0.0, workspace: float = 0.0) -> dict:
     """Liveness estimate of the dynamic peak of a plan (bytes); ``inflight``: offload copies in flight,
-    ``workspace``: convolution workspace next to the working set."""
+    ``workspace``: convolution workspace next to the working set, where the profile did not measure
+    it (on the GPU it is in the units' transients)."""
     kept = _kept_saved(segments, profiles)
     checkpoints = [_checkpoint(s, profiles) for s in segments if s.recompute]
     resident_ckpt = min(sum(checkpoints), pool_budget)
@@ -206,7 +218,9 @@ def estimate(segments: list[Segment], profiles: list[UnitProfile], pool_budget: 
         kept = min(kept, pool_budget)
     inflight = inflight if offloading else 0.0
     rec_ws = max([_rec_ws(s, profiles) for s in segments if s.recompute] or [0])
-    work = max(rec_ws, largest_working_set(profiles).working_set)
+    work = max(rec_ws, largest_need(profiles))
+    if any(p.transient_bytes for p in profiles):
+        workspace = 0.0
     return dict(kept_saved=kept, checkpoints=sum(checkpoints), resident_checkpoints=resident_ckpt,
                 prefetched=prefetched, inflight=inflight, working=work, workspace=workspace,
                 peak_dynamic=kept + resident_ckpt + prefetched + inflight + work + workspace)
@@ -222,7 +236,8 @@ def _recompute_cheapest(segments: list[Segment], profiles, cfg: RuntimeConfig, b
     """Step (1) of the auto plan: recompute the segments with the least forward time per byte freed
     until every checkpoint fits resident. The estimate is updated per segment (an exact running
     version of :func:`estimate`), so that a 1,000-segment network plans in milliseconds."""
-    largest = largest_working_set(profiles).working_set
+    largest = largest_need(profiles)
+    workspace = 0.0 if any(p.transient_bytes for p in profiles) else cfg.workspace_bytes
     kept, checkpoints, rec_ws = _kept_saved(segments, profiles), 0, 0
     position = {id(s): k for k, s in enumerate(segments)}
 
@@ -233,7 +248,7 @@ def _recompute_cheapest(segments: list[Segment], profiles, cfg: RuntimeConfig, b
         return sum(profiles[i].forward_s for i in s.units)
 
     for s in sorted((s for s in segments if freed(s) > 0), key=lambda s: cost(s) / freed(s)):
-        if kept + checkpoints + max(rec_ws, largest) + cfg.workspace_bytes <= budget:
+        if kept + checkpoints + max(rec_ws, largest) + workspace <= budget:
             return
         k = position[id(s)]
         kept -= _seg_saved(s, profiles)
@@ -250,7 +265,8 @@ def merge_recomputed(segments: list[Segment], profiles, allowance: float, forced
     """Consecutive recomputed segments merged into speed-centric segments whose working set stays
     within ``allowance`` (a segment over it alone keeps its own strategy); kept segments unchanged."""
     merged: list[Segment] = []
-    open_ws = None  # speed-centric working set of the last merged segment while it may still grow
+    open_ws = None  # speed-centric working set (tensors) of the last merged segment while it may still grow
+    open_tr = 0  # and the largest transient of its units
     for s in segments:
         if not s.recompute:
             merged.append(Segment(len(merged), s.units, s.modules, stochastic=s.stochastic))
@@ -260,15 +276,17 @@ def merge_recomputed(segments: list[Segment], profiles, allowance: float, forced
             last = merged[-1]
             grown = (open_ws - profiles[last.units[-1]].out_bytes + _seg_saved(s, profiles)
                      - profiles[s.units[0]].shared_in_bytes + profiles[s.units[-1]].out_bytes)
-            if grown <= allowance:
+            grown_tr = max(open_tr, _transient(s.units, profiles))
+            if grown + grown_tr <= allowance:
                 last.units, last.modules = last.units + s.units, last.modules + s.modules
                 last.stochastic = last.stochastic or s.stochastic
-                open_ws = grown
+                open_ws, open_tr = grown, grown_tr
                 continue
         seg = Segment(len(merged), s.units, s.modules, recompute=True, stochastic=s.stochastic)
         seg.strategy = _strategy(seg, profiles, forced, allowance)
         merged.append(seg)
-        open_ws = _seg_speed_ws(seg, profiles) if seg.strategy == "speed" else None
+        open_ws = _seg_speed_tensors(seg, profiles) if seg.strategy == "speed" else None
+        open_tr = _transient(seg.units, profiles)
     return merged
 
 
@@ -289,7 +307,7 @@ def _auto_plan(segments: list[Segment], profiles, cfg: RuntimeConfig, budget: fl
                overhead: float) -> list[Segment]:
     """recompute="auto" (module docstring, steps 1-3). ``overhead``: what offloading adds to the
     estimate (prefetched checkpoints, copies in flight)."""
-    largest = largest_working_set(profiles).working_set
+    largest = largest_need(profiles)
     _recompute_cheapest(segments, profiles, cfg, budget)
     if not any(s.recompute for s in segments):
         return segments
@@ -314,7 +332,7 @@ def make_plan(units, profiles: list[UnitProfile], cfg: RuntimeConfig, copies: bo
     """``copies``: the pool really copies (CUDA); on the CPU it is a pass-through with nothing in flight."""
     segments = cut_segments(units, profiles)
     inflight = cfg.max_inflight_bytes if copies else 0.0
-    largest = largest_working_set(profiles).working_set
+    largest = largest_need(profiles)
     budget = math.inf if cfg.memory_budget_bytes is None else cfg.memory_budget_bytes
     if cfg.recompute == "all":
         for s in segments:
