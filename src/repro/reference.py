@@ -5,7 +5,8 @@
 Publishing copies, exactly as the pipeline wrote them, each finished paper-scale run folder
 (record, tables, Hydra config) of a machine with that GPU, its log, its figures and the run's
 claims table. A published experiment replaces its earlier reference folder whole. Reports on machines
-that cannot run a step fall back to these and say so.
+that cannot run a step fall back to these and say so. A CPU step that only combines records of that
+GPU (a comparison such as clicktrain_compare) belongs to that GPU too: its inputs say so.
 """
 
 from __future__ import annotations
@@ -35,6 +36,24 @@ def find_reference(reference_root: Path, paper: str, experiment: str) -> Path | 
     return None
 
 
+def record_gpu(rec: dict, results: Path) -> str:
+    """The GPU (slug) a record's numbers come from: its own, or, for a CPU step whose record inputs
+    all come from one GPU, theirs (input paths are relative to the run's folder, results/..)."""
+    own = gpu_slug(rec["provenance"].get("gpu_name"))
+    if own != "cpu":
+        return own
+    gpus = set()
+    for value in (rec.get("inputs") or {}).values():
+        path = Path(str(value))
+        if path.name != records.RECORD_NAME:
+            continue
+        path = path if path.is_absolute() else Path(results).parent / path
+        if not path.exists():
+            return own
+        gpus.add(gpu_slug(records.read(path)["provenance"].get("gpu_name")))
+    return gpus.pop() if len(gpus) == 1 else own
+
+
 def publish(results: Path, reference_root: Path, gpu: str, only: list[str] | None = None) -> list[str]:
     results, dest_root = Path(results), Path(reference_root) / gpu
     published = []
@@ -45,7 +64,7 @@ def publish(results: Path, reference_root: Path, gpu: str, only: list[str] | Non
             continue
         if rec["status"] != "ok" or rec["scale"] != "paper":
             continue
-        if gpu_slug(rec["provenance"].get("gpu_name")) != gpu:
+        if record_gpu(rec, results) != gpu:
             continue
         dest = dest_root / rec["paper"] / rec["experiment"]
         if dest.exists():

@@ -112,8 +112,10 @@ def test_auto_plan_merges_or_offloads_and_trains_like_plain(share):
     F.cross_entropy(wrapped(x), y).backward()
     torch.cuda.synchronize()
     assert max_rel_diff([p.grad for p in ref.parameters()], [p.grad for p in model.parameters()]) < 1e-4
-    assert len(wrapped.plan.segments) < len(everything.segments)
     print(share, wrapped.plan.summary(), wrapped.pool.stats)
+    # one checkpoint per segment does not fit: the plan merged segments or offloaded checkpoints (which
+    # one depends on the measured transients; the CPU tests pin down each path)
+    assert len(wrapped.plan.segments) < len(everything.segments) or wrapped.pool.stats.offloads > 0
     assert len(wrapped.pool) == 0
 
 
@@ -124,7 +126,10 @@ def test_workspace_cap_reaches_a_gpu_probe():
     uncapped = run_isolated(ProbeSpec(arm="all", **kw), timeout_s=300)
     assert capped["fits"] and uncapped["fits"], (capped["reason"], uncapped["reason"])
     assert capped["cudnn"]["wscap_env"] == "16" and uncapped["cudnn"]["wscap_env"] is None
-    assert capped["est_dynamic_bytes"] == uncapped["est_dynamic_bytes"] + 16 * 2**20
+    # on the GPU the profile measures the workspace inside each unit's transient (none is added on
+    # top), and a cap can only shrink it
+    assert capped["plan"]["est_workspace"] == 0 == uncapped["plan"]["est_workspace"]
+    assert capped["plan"]["est_working"] <= uncapped["plan"]["est_working"]
     print("dynamic bytes with a 16 MiB workspace cap", capped["dynamic_bytes"], "without", uncapped["dynamic_bytes"])
 
 

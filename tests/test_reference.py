@@ -1,0 +1,27 @@
+"""Publishing GPU runs as reference results."""
+
+from repro import records, reference
+
+
+def _write(root, paper, name, gpu, inputs=None, scale="paper"):
+    rec = dict(experiment=name, paper=paper, scale=scale, status="ok", params={}, metrics={"v": 1.0},
+               inputs=inputs or {}, started="2026-12-01T00:00:00+00:00", reason=None,
+               provenance={"gpu_name": gpu, "commit": "c0ffee", "dirty": False, "config_hash": "x", "hostname": "h"})
+    records.write(root / paper / name, rec)
+
+
+def test_publish_takes_gpu_runs_and_cpu_steps_that_only_combine_them(tmp_path):
+    results, ref = tmp_path / "results", tmp_path / "reference"
+    _write(results, "p", "arm", "NVIDIA H200")
+    _write(results, "p", "smoke_arm", "NVIDIA H200", scale="smoke")
+    _write(results, "p", "compare", None, inputs={"arm": "results/p/arm/record.json", "cfg": "config/x.yaml"})
+    _write(results, "p", "other_gpu", "NVIDIA A100")
+    _write(results, "p", "mixed", None, inputs={"a": "results/p/arm/record.json", "b": "results/p/other_gpu/record.json"})
+    _write(results, "p", "cpu_only", None)
+    (results / "figures").mkdir()
+    (results / "figures" / "compare.png").write_bytes(b"png")
+    published = reference.publish(results, ref, "nvidia-h200")
+    assert sorted(published) == ["p/arm", "p/compare"]
+    assert (ref / "nvidia-h200" / "p" / "compare" / "record.json").exists()
+    assert (ref / "nvidia-h200" / "figures" / "compare.png").read_bytes() == b"png"
+    assert reference.find_reference(ref, "p", "compare") == ref / "nvidia-h200" / "p" / "compare"
