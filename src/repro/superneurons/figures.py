@@ -61,6 +61,7 @@ def depth(run_dir: Path) -> Figure:
     for i, row in enumerate(summary.itertuples()):
         bars.annotate(f"{row.max_blocks} blocks\n({row.bound})", (i, row.max_conv_layers), ha="center",
                       va="bottom", fontsize=8)
+    bars.set_ylim(top=1.15 * max(summary.max_conv_layers.max(), 2500))  # room for the labels
     if record.get("scale") == "paper":
         bars.axhline(2500, color="firebrick", ls="--", lw=1, label="2,500 conv layers")
     bars.set(ylabel="conv layers (3 x blocks + 5)",
