@@ -1,9 +1,10 @@
 # COMET (Jin et al., VLDB 2022): error-bounded lossy compression of saved activations. The GPU
 # compressor's benchmark, the largest batch under a memory cap, four training arms on one eager
-# schedule (uncompressed, fixed eb, adaptive eb, ActNN 2-bit), SZ3 on dumped activations (CPU),
-# and `comet_compare` for the claims.
+# schedule (uncompressed, fixed eb, adaptive eb, ActNN 2-bit) on ResNet-32 and (prefix vgg16_) on
+# VGG-16, SZ3 on dumped activations (CPU), and `comet_compare` / `vgg16_comet_compare` for the claims.
 
 COMET_ARMS = ["comet_uncompressed", "comet_fixed_eb", "comet_adaptive_eb", "comet_actnn2bit"]
+COMET_ARM_RUNS = COMET_ARMS + [f"vgg16_{arm}" for arm in COMET_ARMS]
 
 
 rule comet_bench:
@@ -78,7 +79,7 @@ rule comet_arm:
     params:
         scale=SCALE,
     wildcard_constraints:
-        exp="|".join(COMET_ARMS),
+        exp="|".join(COMET_ARM_RUNS),
     resources:
         gpu=1,
     container:
@@ -106,23 +107,29 @@ rule comet_sz3:
         repro_run("comet/comet_sz3", device="cpu", test="{input.test}", uncompressed="{input.uncompressed}")
 
 
+# {net}: "" for ResNet-32 (the claims' comparison; its speed ratio from the side-by-side step
+# bench), "vgg16_" for VGG-16 (speed ratio from the arms' own runs)
 rule comet_compare:
     input:
-        cfg=experiment_config("comet/comet_compare"),
+        cfg=experiment_config("comet/{net}comet_compare"),
         code=sorted(Path("src/repro/comet").glob("*.py")),
-        uncompressed=expand(rules.comet_arm.output.record, exp="comet_uncompressed"),
-        fixed_eb=expand(rules.comet_arm.output.record, exp="comet_fixed_eb"),
-        adaptive_eb=expand(rules.comet_arm.output.record, exp="comet_adaptive_eb"),
-        actnn2bit=expand(rules.comet_arm.output.record, exp="comet_actnn2bit"),
-        step_bench=rules.comet_step_bench.output.record,
+        uncompressed=record("comet/{net}comet_uncompressed"),
+        fixed_eb=record("comet/{net}comet_fixed_eb"),
+        adaptive_eb=record("comet/{net}comet_adaptive_eb"),
+        actnn2bit=record("comet/{net}comet_actnn2bit"),
+        step_bench=lambda wc: [] if wc.net else rules.comet_step_bench.output.record,
     output:
-        record=record("comet/comet_compare"),
+        record=record("comet/{net}comet_compare"),
     log:
-        "results/logs/comet/comet_compare.log",
+        "results/logs/comet/{net}comet_compare.log",
     params:
         scale=SCALE,
+        step_bench=lambda wc, input: f" inputs.step_bench={input.step_bench}" if input.step_bench else "",
+    wildcard_constraints:
+        net="(vgg16_)?",
     container:
         CPU_IMAGE
     shell:
-        repro_run("comet/comet_compare", device="cpu", uncompressed="{input.uncompressed}", fixed_eb="{input.fixed_eb}",
-                  adaptive_eb="{input.adaptive_eb}", actnn2bit="{input.actnn2bit}", step_bench="{input.step_bench}")
+        repro_run("comet/{wildcards.net}comet_compare", device="cpu", overrides="{params.step_bench}",
+                  uncompressed="{input.uncompressed}", fixed_eb="{input.fixed_eb}",
+                  adaptive_eb="{input.adaptive_eb}", actnn2bit="{input.actnn2bit}")
