@@ -2,20 +2,23 @@
 # Run Snakemake targets on an air-gapped GPU machine that has torch/CuPy but none of our
 # pipeline packages, and pack what the run wrote for the trip back.
 #
-#   tools/gpu_run.sh [--out DIR] [--data DIR] [--] [snakemake targets or options...]
+#   tools/gpu_run.sh [--out DIR] [--data DIR] [--models] [--] [snakemake targets or options...]
 #
 # Expects: the wheelhouse in .whl/ (`make wheelhouse`), the CIFAR-10 shards in --data (default
 # .device-data/cifar10-jpeg), REPRO_GIT_COMMIT/REPRO_GIT_DIRTY when the tree has no .git.
 # Writes DIR/results.tar.gz (records, tables, figures, claims, logs; no models or MLflow store) and
-# DIR/snakemake.log.
+# DIR/snakemake.log. --models adds the exported pruned models (results/**/pruned.pt, 1.9 MB each
+# for ResNet-32, 60 MB for VGG-16), so that a later call can time them without retraining.
 set -euo pipefail
 out="${OUT:-/tmp/repro-out}"
 data=".device-data/cifar10-jpeg"
+models=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) out="$2"; shift 2 ;;
     --data) data="$2"; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    --models) models="-o -name pruned.pt"; shift ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     --) shift; break ;;
     *) break ;;
   esac
@@ -29,6 +32,6 @@ python3 -m snakemake "$@" --cores "$(nproc)" --resources "gpu=${gpus:-1}" --keep
   --config scale=paper "cifar10_source=shards:$data" 2>&1 | tee "$out/snakemake.log" || status=$?
 # records, tables, figures, reports, logs and build reports only (no models, checkpoints, arrays)
 find results -path results/reference -prune -o -type f \( -name '*.json' -o -name '*.csv' -o -name '*.png' \
-  -o -name '*.pdf' -o -name '*.log' -o -name '*.html' -o -name '*.md' -o -name '*.yaml' \) -print \
+  -o -name '*.pdf' -o -name '*.log' -o -name '*.html' -o -name '*.md' -o -name '*.yaml' $models \) -print \
   | tar -czf "$out/results.tar.gz" -T -
 exit "$status"
