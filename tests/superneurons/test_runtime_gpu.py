@@ -148,3 +148,6 @@ def test_profile_measures_backward_transients_and_the_plan_bounds_the_peak():
     print("dynamic", r["dynamic_bytes"], "estimate", r["est_dynamic_bytes"], r["plan"])
     assert r["plan"]["recomputed"] > 0  # the cap forces a plan (48 blocks need ~7 GB plainly)
     assert r["dynamic_bytes"] <= 1.05 * r["est_dynamic_bytes"]
+    marks = r["memory_marks"]  # where the peak was: forward's end or a segment's backward
+    assert 0 < marks["forward_end"] <= marks["peak_at_forward_end"] <= r["dynamic_bytes"]
+    assert marks["backward_entry_max"] <= r["dynamic_bytes"] and marks["backward_entry_max_segment"] >= 0

@@ -153,7 +153,8 @@ def peak_memory(p: PeakParams, ctx: Context) -> Result:
                              largest_working_set=r.get("largest_working_set"), step_s=r.get("step_s"),
                              offloaded_bytes_per_step=(r.get("per_step") or {}).get("offloaded_bytes", 0),
                              workspace_cap_mib=spec.workspace_cap_mib, workspace_cap_env=cudnn.get("wscap_env"),
-                             cudnn_benchmark=cudnn.get("benchmark")))
+                             cudnn_benchmark=cudnn.get("benchmark"),
+                             **{f"mark_{k}": v for k, v in (r.get("memory_marks") or {}).items()}))
     table = pd.DataFrame(rows)
     table["largest_working_set"] = table.groupby("network").largest_working_set.transform("max")
     table["dynamic_over_largest_layer"] = table.dynamic_bytes.astype(float) / table.largest_working_set

@@ -24,7 +24,10 @@ workspace, or with ``cudnn.benchmark`` every candidate timed with its workspace)
 probes leave ``cudnn.benchmark`` off (PyTorch's default) and record cuDNN's settings.
 
 Diagnostics (per timed step, ``per_step``): bytes the pool offloaded and prefetched, late fetches,
-host seconds forward waited for copies, host seconds in SGDInBackward's updates.
+host seconds forward waited for copies, host seconds in SGDInBackward's updates. ``memory_marks``
+(the runtime's arms on the GPU, bytes above the step's start): allocated and peak-so-far when
+forward ends, and the most allocated at a recomputed segment's backward entry with its index, so
+that a table says whether the peak is in forward or in which segment's backward.
 """
 
 from __future__ import annotations
@@ -229,6 +232,11 @@ def run_probe(spec: ProbeSpec) -> dict:
         if cuda:
             peak = torch.cuda.max_memory_allocated(device) - x.numel() * x.element_size() - y.numel() * 8
             out.update(peak_bytes=peak, static_bytes=static, dynamic_bytes=peak - static)
+            if arm.runtime is not None and arm.runtime.memory_marks:  # where the last step's peak was
+                marks = arm.runtime.memory_marks
+                base = static + x.numel() * x.element_size() + y.numel() * 8
+                out["memory_marks"] = {k: (v - base if k != "backward_entry_max_segment" else v)
+                                       for k, v in marks.items()}
         if arm.runtime is not None:
             stats = arm.runtime.pool.stats
             out["pool"] = stats.as_dict()

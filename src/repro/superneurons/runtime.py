@@ -405,6 +405,8 @@ class _RecomputedSegment(torch.autograd.Function):
         seg = runtime.plan.segments[ctx.index]
         runtime._prefetch_before(ctx.position)
         x = runtime.pool.get(ctx.handle)
+        if x.is_cuda:
+            runtime._mark_backward_entry(ctx.index, x.device)
         need_x = ctx.needs_input_grad[2]
         with torch.enable_grad(), frozen_batchnorm_stats(seg.modules):
             if seg.strategy == "speed":
@@ -463,6 +465,10 @@ class SuperNeuronsModel(nn.Module):
         self._order: list = []
         self._prefetch_next = -1  # position where the last prefetch walk stopped (see _prefetch_before)
         self._anchor: torch.Tensor | None = None
+        # CUDA allocator readings of the last training step (where its peak happens): allocated bytes
+        # and the running peak when forward ends, and the most allocated at a recomputed segment's
+        # backward entry (after its checkpoint is back), with that segment's index
+        self.memory_marks: dict = {}
 
     def prepare(self, x: torch.Tensor) -> Plan:
         """Profile on ``x``'s shape and make the plan (done by the first training forward)."""
@@ -479,6 +485,7 @@ class SuperNeuronsModel(nn.Module):
         if self._plan_key != (tuple(x.shape), x.dtype, x.device):
             self.prepare(x)
         self._order = []
+        self.memory_marks = {}
         hooks = self._saved_tensor_hooks() if self.plan.offload_saved else contextlib.nullcontext()
         with hooks:
             for seg in self.plan.segments:
@@ -487,7 +494,15 @@ class SuperNeuronsModel(nn.Module):
                 else:
                     x = seg.run(x)
         self._prefetch_next = len(self._order) - 1
+        if x.is_cuda:
+            self.memory_marks.update(forward_end=torch.cuda.memory_allocated(x.device),
+                                     peak_at_forward_end=torch.cuda.max_memory_allocated(x.device))
         return x
+
+    def _mark_backward_entry(self, index: int, device: torch.device) -> None:
+        allocated = torch.cuda.memory_allocated(device)
+        if allocated > self.memory_marks.get("backward_entry_max", -1):
+            self.memory_marks.update(backward_entry_max=allocated, backward_entry_max_segment=index)
 
     def _prefetch_before(self, position: int) -> None:
         """Before the backward of the checkpoint at ``position``: prefetch the ``prefetch_lookahead``
