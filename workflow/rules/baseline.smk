@@ -16,7 +16,7 @@ rule baseline:
     params:
         scale=SCALE,
     wildcard_constraints:
-        exp="resnet32|vgg16|trainer_bench",
+        exp="resnet32|resnet32_e120|vgg16|trainer_bench",
     resources:
         gpu=1,
     container:
