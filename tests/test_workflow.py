@@ -41,7 +41,7 @@ def expected_counts(scale: str) -> dict:
             "clicktrain": per_paper["clicktrain"] - 5, "clicktrain_compare": 2, "clicktrain_inference": 2,
             "clicktrain_budget": 1, "clicktrain_budget_point": BUDGET_POINTS[scale],
             "superneurons": per_paper["superneurons"] - 1, "superneurons_throughput": 1,
-            "comet_bench": 1, "comet_step_bench": 1, "comet_max_batch": 1, "comet_arm": 4, "comet_sz3": 1, "comet_compare": 1}
+            "comet_bench": 1, "comet_step_bench": 1, "comet_max_batch": 1, "comet_arm": 8, "comet_sz3": 1, "comet_compare": 2}
 
 
 @pytest.mark.parametrize("scale", ["smoke", "paper"])
