@@ -6,7 +6,8 @@
 #
 # Expects: the wheelhouse in .whl/ (`make wheelhouse`), the CIFAR-10 shards in --data (default
 # .device-data/cifar10-jpeg), REPRO_GIT_COMMIT/REPRO_GIT_DIRTY when the tree has no .git.
-# Writes DIR/results.tar.gz (records, tables, figures, claims, logs; no models or MLflow store) and
+# Writes DIR/results.tar.gz (records, tables, figures, claims, logs, probe caches of unfinished
+# runs; no models or MLflow store) and
 # DIR/snakemake.log. --models adds the exported pruned models (results/**/pruned.pt, 1.9 MB each
 # for ResNet-32, 60 MB for VGG-16), so that a later call can time them without retraining.
 set -euo pipefail
@@ -32,6 +33,6 @@ python3 -m snakemake "$@" --cores "$(nproc)" --resources "gpu=${gpus:-1}" --keep
   --config scale=paper "cifar10_source=shards:$data" 2>&1 | tee "$out/snakemake.log" || status=$?
 # records, tables, figures, reports, logs and build reports only (no models, checkpoints, arrays)
 find results -path results/reference -prune -o -type f \( -name '*.json' -o -name '*.csv' -o -name '*.png' \
-  -o -name '*.pdf' -o -name '*.log' -o -name '*.html' -o -name '*.md' -o -name '*.yaml' $models \) -print \
+  -o -name '*.pdf' -o -name '*.log' -o -name '*.html' -o -name '*.md' -o -name '*.yaml' -o -name '*.jsonl' $models \) -print \
   | tar -czf "$out/results.tar.gz" -T -
 exit "$status"

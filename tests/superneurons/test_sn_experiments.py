@@ -112,3 +112,38 @@ def test_depth_and_throughput_smoke(tmp_path):
     assert ours[diagnostics].notna().all().all() and table[table.arm == "plain"].recomputed_units.isna().all()
     run.tables["throughput"].to_csv(out / "throughput.csv", index=False)
     throughput_figure(out)
+
+
+def test_an_interrupted_peak_memory_run_resumes_from_its_probe_cache(tmp_path, monkeypatch):
+    """A killed run leaves its finished probes in probe_cache.jsonl; the rerun takes them (a cut last
+    line, another code fingerprint or another spec is probed again), tags it and removes the file."""
+    from repro.experiment import Context
+    from repro.superneurons import experiment as ex
+    from repro.superneurons.probe import ProbeCache, ProbeSpec, probe_fingerprint
+
+    params = ex.PeakParams(isolate=False, batch_size=2, steps=1, num_classes=10, configs=["plain", "all"],
+                           networks=[{"name": "resnet_tiny", "model": "bottleneck_resnet",
+                                      "kw": {"blocks": [1, 1, 1, 1], "width": 4}, "image_size": 32}])
+    ctx = Context(out_dir=tmp_path, device="cpu")
+    calls = []
+    real = ex.run_probe
+    monkeypatch.setattr(ex, "run_probe", lambda spec: calls.append(spec.arm) or real(spec))
+    first = ex.peak_memory(params, ctx)
+    assert calls == ["plain", "all"] and "resumed_probes" not in first.tags
+    assert not (tmp_path / ex.PROBE_CACHE).exists()  # finished: the cache is gone
+    # a run killed after its first probe: that probe's line, a stale one and a cut one remain
+    cache = ProbeCache(tmp_path / ex.PROBE_CACHE, probe_fingerprint("cpu"))
+    spec = params.spec("plain", ctx, model="bottleneck_resnet", model_kw={"blocks": [1, 1, 1, 1], "width": 4},
+                       momentum_on_host="no", pool_budget_bytes=params.pool_budget_bytes, workspace_cap_mib=None)
+    spec.image_size = 32
+    cache.put(spec, {**real(spec), "reason": "ok"})
+    ProbeCache(tmp_path / ex.PROBE_CACHE, "other code").put(ProbeSpec(arm="all"), {"fits": True})
+    with (tmp_path / ex.PROBE_CACHE).open("a") as f:
+        f.write('{"key": "cut')
+    calls.clear()
+    second = ex.peak_memory(params, ctx)
+    assert calls == ["all"]
+    assert second.tags["resumed_probes"].startswith("1 probes")
+    cols = ["network", "config", "fits", "est_dynamic_bytes", "largest_working_set"]
+    assert second.tables["peak_memory"][cols].equals(first.tables["peak_memory"][cols])
+    assert not (tmp_path / ex.PROBE_CACHE).exists()

@@ -24,6 +24,10 @@ throughput   images/s of the four arms at one depth all of them train under the 
              speed-centric working set, checkpoint bytes and the pool's resident budget) and per timed
              step the bytes offloaded / prefetched, late fetches, host seconds waiting for copies and
              in SGDInBackward.
+peak_memory and depth resume: their finished probes go to probe_cache.jsonl in the run folder
+(superneurons.probe.ProbeCache), so a run killed part-way (a device call's time limit) takes them
+from there when it runs again with the same code, torch and GPU, and tags how many it took; the
+file goes when the record is written. Throughput never resumes: its speeds compare side by side.
 
 Static memory at 10x depth (why ours applies SGD inside backward and may keep momentum on the host):
 a 3:4:6:3 bottleneck ResNet with N blocks has about 1.33M x N parameters (N = 840: 1.12e9, 4.5 GB in
@@ -48,7 +52,8 @@ from repro import records
 from repro.experiment import Context, Result, experiment
 from repro.search import largest_fit
 from repro.superneurons.arms import ARMS, PEAK_CONFIGS, WSCAP_CONFIGS
-from repro.superneurons.probe import MIB, ProbeSpec, largest_working_set_estimate, run_isolated, run_probe
+from repro.superneurons.probe import (MIB, ProbeCache, ProbeSpec, largest_working_set_estimate, probe_fingerprint,
+                                     run_isolated, run_probe)
 
 GIB = 2**30
 PAPER_NETWORKS = [
@@ -59,6 +64,8 @@ PAPER_NETWORKS = [
     {"name": "resnet152", "model": "resnet152"},
 ]
 
+
+PROBE_CACHE = "probe_cache.jsonl"  # finished probes of an unfinished run (superneurons.probe.ProbeCache)
 
 @dataclass
 class BenchParams:
@@ -85,11 +92,29 @@ class BenchParams:
                          host_fraction=self.host_fraction, lr=self.lr, momentum=self.momentum,
                          weight_decay=self.weight_decay, seed=ctx.seed, **kw)
 
-    def probe(self, spec: ProbeSpec, ctx: Context) -> dict:
+    def probe(self, spec: ProbeSpec, ctx: Context, cache: ProbeCache | None = None) -> dict:
+        """One probe; with a ``cache`` (memory experiments only: timings from another call would not
+        compare side by side), a probe an interrupted run of the same code finished is not rerun."""
+        if cache is not None and (hit := cache.get(spec)) is not None:
+            return hit
         start = time.perf_counter()
         result = run_isolated(spec, self.probe_timeout_s, ctx.log) if self.isolate else run_probe(spec)
         result["wall_s"] = time.perf_counter() - start
+        if cache is not None:
+            cache.put(spec, result)
         return result
+
+
+def probe_cache(ctx: Context) -> ProbeCache:
+    return ProbeCache(ctx.out_dir / PROBE_CACHE, probe_fingerprint(ctx.device))
+
+
+def finish_cache(cache: ProbeCache, tags: dict) -> None:
+    """The record is complete: say how many probes came from an interrupted run, drop the cache."""
+    if cache.reused:
+        tags["resumed_probes"] = (f"{cache.reused} probes measured by an interrupted run of this experiment "
+                                  f"(same code, torch and GPU: {cache.fingerprint})")
+    cache.remove()
 
 
 def _check_arms(arms, allowed, what):
@@ -132,7 +157,7 @@ def _network(net: dict) -> tuple[str, str, dict, int | None]:
 def peak_memory(p: PeakParams, ctx: Context) -> Result:
     _check_arms(p.configs, PEAK_CONFIGS, "configs")
     measured = ctx.device == "cuda"
-    rows = []
+    rows, cache = [], probe_cache(ctx)
     for net in p.networks:
         name, model, kw, size = _network(net)
         cap = p.workspace_cap(model, kw, size) if set(p.configs) & set(WSCAP_CONFIGS) else None
@@ -142,7 +167,7 @@ def peak_memory(p: PeakParams, ctx: Context) -> Result:
                           workspace_cap_mib=cap if config in WSCAP_CONFIGS else None)
             if size is not None:
                 spec.image_size = size
-            r = p.probe(spec, ctx)
+            r = p.probe(spec, ctx, cache)
             ctx.log.info("peak %s/%s: %s dynamic %.3g GiB (est %.3g GiB)", name, config, r["reason"],
                          r.get("dynamic_bytes", float("nan")) / GIB, r.get("est_dynamic_bytes", float("nan")) / GIB)
             cudnn = r.get("cudnn") or {}
@@ -181,6 +206,7 @@ def peak_memory(p: PeakParams, ctx: Context) -> Result:
         applied = table.workspace_cap_env.notna().any()
         tags["workspace_cap"] = ("workspace cap " + ", ".join(f"{n} {int(c)} MiB" for n, c in caps.items())
                                  + ("" if applied else " (not applied: in-process probes)"))
+    finish_cache(cache, tags)
     return Result(metrics=metrics, tables={"peak_memory": table}, tags=tags)
 
 
@@ -228,11 +254,11 @@ def depth(p: DepthParams, ctx: Context) -> Result:
     _check_arms(p.arms, ARMS, "arms")
     measured = ctx.device == "cuda"
     cap = p.cap_gib * GIB
-    rows, summary = [], []
+    rows, summary, cache = [], [], probe_cache(ctx)
     for arm in p.arms:
         def probe(n, arm=arm):
             return p.probe(p.spec(arm, ctx, model="bottleneck_resnet", model_kw={"blocks": n, **p.model_kw},
-                                  cap_bytes=cap), ctx)
+                                  cap_bytes=cap), ctx, cache)
         best, bound, probes = search_depth(probe, p.start_blocks.get(arm, 32), p.min_blocks, p.max_blocks,
                                            p.resolution, p.arm_budget_s.get(arm, 60), ctx.log)
         for r in probes:
@@ -263,6 +289,7 @@ def depth(p: DepthParams, ctx: Context) -> Result:
                 metrics[f"{prefix}{key}_low"] = float(table.loc["ours", "max_blocks"] / low)
     tags = {"memory_source": "cuda allocator under the cap" if measured else "liveness estimate vs the cap (CPU)",
             **{f"bound_{a}": table.loc[a, "bound"] for a in table.index}}
+    finish_cache(cache, tags)
     return Result(metrics=metrics, tables={"depth": table.reset_index(), "depth_probes": pd.DataFrame(rows)},
                   tags=tags)
 

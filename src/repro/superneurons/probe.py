@@ -41,6 +41,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -257,6 +258,61 @@ def run_probe(spec: ProbeSpec) -> dict:
             gc.collect()
             torch.cuda.empty_cache()
             torch.cuda.set_per_process_memory_fraction(1.0, device)
+
+
+class ProbeCache:
+    """Finished probes of a run that has not finished yet (JSON lines beside its record), so that a
+    killed peak-memory table or depth search resumes where it stopped instead of probing again.
+
+    An entry is reused only for the same spec under the same ``fingerprint`` (the probing code, the
+    torch version and the device: :func:`probe_fingerprint`); the experiment deletes the file once
+    its record is written, and tags how many probes it took from here."""
+
+    def __init__(self, path: Path, fingerprint: str):
+        self.path, self.fingerprint = Path(path), fingerprint
+        self.entries: dict[str, dict] = {}
+        self.reused = 0
+        if self.path.exists():
+            for line in self.path.read_text().splitlines():
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:  # a line cut by the kill: that probe runs again
+                    continue
+                if entry.get("fingerprint") == fingerprint:
+                    self.entries[entry["key"]] = entry["result"]
+
+    @staticmethod
+    def key(spec: ProbeSpec) -> str:
+        return json.dumps(dataclasses.asdict(spec), sort_keys=True)
+
+    def get(self, spec: ProbeSpec) -> dict | None:
+        result = self.entries.get(self.key(spec))
+        if result is not None:
+            self.reused += 1
+            return dict(result, resumed=True)
+        return None
+
+    def put(self, spec: ProbeSpec, result: dict) -> None:
+        self.entries[self.key(spec)] = result
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as f:
+            f.write(json.dumps(dict(key=self.key(spec), fingerprint=self.fingerprint, result=result)) + "\n")
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def probe_fingerprint(device: str) -> str:
+    """What a probe's result depends on besides its spec: the runtime's and the models' code, the
+    torch version and the GPU's name."""
+    import hashlib
+
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted([*root.joinpath("superneurons").glob("*.py"), *root.joinpath("models").glob("*.py")]):
+        digest.update(path.name.encode() + path.read_bytes())
+    gpu = torch.cuda.get_device_name() if device.startswith("cuda") and torch.cuda.is_available() else "cpu"
+    return f"{digest.hexdigest()[:16]}|torch {torch.__version__}|{gpu}"
 
 
 def run_isolated(spec: ProbeSpec, timeout_s: float, log=None) -> dict:
