@@ -19,7 +19,7 @@ while [[ $# -gt 0 ]]; do
     --out) out="$2"; shift 2 ;;
     --data) data="$2"; shift 2 ;;
     --models) models="-o -name pruned.pt"; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     --) shift; break ;;
     *) break ;;
   esac
