@@ -232,7 +232,6 @@ def profile_units(units: list[tuple[str, nn.Module]], x: torch.Tensor) -> list[U
                 if device.type == "cuda":
                     transient = _backward_transient(m, leaf, out, out_saved > 0,
                                                     out_bytes + tensor_bytes(a) + param_bytes(m))
-                    out = out.detach()
                 cache[key] = (saved, out_bytes, seconds, in_saved, out_saved, passes_on, transient)
                 del counter, leaf, inp
             profiles.append(UnitProfile(i, name, type(m).__name__, is_expensive(m), tensor_bytes(a), out_bytes, saved,

@@ -218,7 +218,8 @@ def run_probe(spec: ProbeSpec) -> dict:
             arm.runtime.pool.reset_stats()
             arm.sgd.host_s = 0.0
         if cuda:
-            static = torch.cuda.memory_allocated(device) - x.numel() * x.element_size() - y.numel() * 8
+            start_bytes = torch.cuda.memory_allocated(device)  # the batch (x, y) is not the model's
+            static = start_bytes - x.numel() * x.element_size() - y.numel() * y.element_size()
             torch.cuda.reset_peak_memory_stats(device)
         start = time.perf_counter()
         for _ in range(spec.steps):
@@ -231,13 +232,11 @@ def run_probe(spec: ProbeSpec) -> dict:
             return out
         out.update(fits=True, reason="ok", step_s=step_s, images_per_s=spec.batch_size / step_s, loss=loss)
         if cuda:
-            peak = torch.cuda.max_memory_allocated(device) - x.numel() * x.element_size() - y.numel() * 8
+            peak = torch.cuda.max_memory_allocated(device) - (start_bytes - static)
             out.update(peak_bytes=peak, static_bytes=static, dynamic_bytes=peak - static)
             if arm.runtime is not None and arm.runtime.memory_marks:  # where the last step's peak was
-                marks = arm.runtime.memory_marks
-                base = static + x.numel() * x.element_size() + y.numel() * 8
-                out["memory_marks"] = {k: (v - base if k != "backward_entry_max_segment" else v)
-                                       for k, v in marks.items()}
+                out["memory_marks"] = {k: (v - start_bytes if k != "backward_entry_max_segment" else v)
+                                       for k, v in arm.runtime.memory_marks.items()}
         if arm.runtime is not None:
             stats = arm.runtime.pool.stats
             out["pool"] = stats.as_dict()

@@ -204,6 +204,12 @@ def _kept_saved(segments: list[Segment], profiles) -> int:
     return total
 
 
+def _unmeasured_workspace(profiles, workspace: float) -> float:
+    """The convolution workspace to count next to the working set: none where the profile measured
+    the units' transients (on the GPU they hold it), else ``workspace``."""
+    return 0.0 if any(p.transient_bytes for p in profiles) else workspace
+
+
 def estimate(segments: list[Segment], profiles: list[UnitProfile], pool_budget: float, pool_saved: bool,
              lookahead: int, inflight: float = 0.0, workspace: float = 0.0) -> dict:
     """Liveness estimate of the dynamic peak of a plan (bytes); ``inflight``: offload copies in flight,
@@ -219,8 +225,7 @@ def estimate(segments: list[Segment], profiles: list[UnitProfile], pool_budget: 
     inflight = inflight if offloading else 0.0
     rec_ws = max([_rec_ws(s, profiles) for s in segments if s.recompute] or [0])
     work = max(rec_ws, largest_need(profiles))
-    if any(p.transient_bytes for p in profiles):
-        workspace = 0.0
+    workspace = _unmeasured_workspace(profiles, workspace)
     return dict(kept_saved=kept, checkpoints=sum(checkpoints), resident_checkpoints=resident_ckpt,
                 prefetched=prefetched, inflight=inflight, working=work, workspace=workspace,
                 peak_dynamic=kept + resident_ckpt + prefetched + inflight + work + workspace)
@@ -237,7 +242,7 @@ def _recompute_cheapest(segments: list[Segment], profiles, cfg: RuntimeConfig, b
     until every checkpoint fits resident. The estimate is updated per segment (an exact running
     version of :func:`estimate`), so that a 1,000-segment network plans in milliseconds."""
     largest = largest_need(profiles)
-    workspace = 0.0 if any(p.transient_bytes for p in profiles) else cfg.workspace_bytes
+    workspace = _unmeasured_workspace(profiles, cfg.workspace_bytes)
     kept, checkpoints, rec_ws = _kept_saved(segments, profiles), 0, 0
     position = {id(s): k for k, s in enumerate(segments)}
 

@@ -96,7 +96,7 @@ class SGDInBackward:
             torch._foreach_add_(grads, params, alpha=self.weight_decay)
         steps = grads
         if self.momentum:
-            steps = [self._momentum_buffer(p, g) for p, g in zip(params, grads)]
+            steps = [self._momentum_buffer(p) for p in params]
             old = [k for k, (p, b) in enumerate(zip(params, steps)) if b is not None]
             if old:
                 bufs = [steps[k] for k in old]
@@ -111,7 +111,7 @@ class SGDInBackward:
         self.flushes += 1
         self.host_s += time.perf_counter() - start
 
-    def _momentum_buffer(self, p: torch.Tensor, g: torch.Tensor) -> torch.Tensor | None:
+    def _momentum_buffer(self, p: torch.Tensor) -> torch.Tensor | None:
         """The parameter's momentum buffer on its device (a copy when it is held on the host), or None
         at its first update (the buffer then starts as the step itself)."""
         held = self.buffers.get(id(p))
@@ -122,16 +122,13 @@ class SGDInBackward:
     def _store_momentum(self, params: list[torch.Tensor], bufs: list[torch.Tensor]) -> None:
         for p, buf in zip(params, bufs):
             held = self.buffers.get(id(p))
-            if held is buf:
-                continue
-            if held is None:
-                if self.momentum_on_host and p.is_cuda:
-                    held = torch.empty(buf.shape, dtype=buf.dtype, pin_memory=True)
-                else:
+            if held is None:  # first update: keep the buffer, or a pinned host copy of it
+                if not (self.momentum_on_host and p.is_cuda):
                     self.buffers[id(p)] = buf
                     continue
-                self.buffers[id(p)] = held
-            held.copy_(buf, non_blocking=True)
+                held = self.buffers[id(p)] = torch.empty(buf.shape, dtype=buf.dtype, pin_memory=True)
+            if held is not buf:  # held on the host: the updated device copy goes back
+                held.copy_(buf, non_blocking=True)
 
     def momentum_bytes_on_device(self) -> int:
         return sum(b.numel() * b.element_size() for b in self.buffers.values() if b.device.type != "cpu")
