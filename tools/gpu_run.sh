@@ -2,7 +2,7 @@
 # Run Snakemake targets on an air-gapped GPU machine that has torch/CuPy but none of our
 # pipeline packages, and pack what the run wrote for the trip back.
 #
-#   tools/gpu_run.sh [--out DIR] [--data DIR] [--models] [--] [snakemake targets or options...]
+#   tools/gpu_run.sh [--out DIR] [--data DIR] [--models] [--timeout S] [--] [snakemake targets or options...]
 #
 # Expects: the wheelhouse in .whl/ (`make wheelhouse`), the CIFAR-10 shards in --data (default
 # .device-data/cifar10-jpeg), REPRO_GIT_COMMIT/REPRO_GIT_DIRTY when the tree has no .git.
@@ -10,17 +10,20 @@
 # runs; no models or MLflow store) and DIR/snakemake.log. --models adds the exported pruned models
 # (results/**/pruned.pt, 1.9 MB each for ResNet-32, 60 MB for VGG-16), so that a later call can
 # time them without retraining. REPRO_GPU_JOBS=N lets N GPU jobs share the machine's GPUs
-# (default: one job per GPU; speeds measured while sharing are shared-GPU speeds).
+# (default: one job per GPU; speeds measured while sharing are shared-GPU speeds). --timeout S
+# stops Snakemake after S seconds and still packs what finished (for machines lent by the call).
 set -euo pipefail
 out="${OUT:-/tmp/repro-out}"
 data=".device-data/cifar10-jpeg"
 models=""
+limit=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) out="$2"; shift 2 ;;
     --data) data="$2"; shift 2 ;;
     --models) models="-o -name pruned.pt"; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --timeout) limit="$2"; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     --) shift; break ;;
     *) break ;;
   esac
@@ -30,7 +33,7 @@ source "$(dirname "$0")/gpu_env.sh"
 status=0
 # one GPU job per GPU; each job claims a free one (repro.gpu_slots)
 gpus=$(nvidia-smi -L | grep -c '^GPU ' || true)
-python3 -m snakemake "$@" --cores "$(nproc)" --resources "gpu=${REPRO_GPU_JOBS:-${gpus:-1}}" --keep-going --rerun-incomplete \
+timeout --kill-after=10 "$limit" python3 -m snakemake "$@" --cores "$(nproc)" --resources "gpu=${REPRO_GPU_JOBS:-${gpus:-1}}" --keep-going --rerun-incomplete \
   --config scale=paper "cifar10_source=shards:$data" 2>&1 | tee "$out/snakemake.log" || status=$?
 # records, tables, figures, reports, logs and build reports only (no models, checkpoints, arrays)
 find results -path results/reference -prune -o -type f \( -name '*.json' -o -name '*.csv' -o -name '*.png' \
