@@ -25,3 +25,19 @@ def test_publish_takes_gpu_runs_and_cpu_steps_that_only_combine_them(tmp_path):
     assert (ref / "nvidia-h200" / "p" / "compare" / "record.json").exists()
     assert (ref / "nvidia-h200" / "figures" / "compare.png").read_bytes() == b"png"
     assert reference.find_reference(ref, "p", "compare") == ref / "nvidia-h200" / "p" / "compare"
+
+
+def test_publish_takes_a_sweep_point_only_when_named_and_keeps_its_folder(tmp_path):
+    results, ref = tmp_path / "results", tmp_path / "reference"
+    _write(results, "p", "arm", "NVIDIA H200")
+    point = results / "p" / "sweep" / "arm_e10"
+    rec = records.read(results / "p" / "arm" / "record.json")
+    records.write(point, rec)  # a point's record names the arm's experiment: it must not replace the arm's
+    (results / "logs" / "p" / "sweep").mkdir(parents=True)
+    (results / "logs" / "p" / "sweep" / "arm_e10.log").write_text("point log")
+    assert reference.publish(results, ref, "nvidia-h200") == ["p/arm"]
+    assert not (ref / "nvidia-h200" / "p" / "sweep").exists()
+    assert reference.publish(results, ref, "nvidia-h200", only=["p/sweep/arm_e10"]) == ["p/sweep/arm_e10"]
+    assert (ref / "nvidia-h200" / "p" / "sweep" / "arm_e10" / "record.json").exists()
+    assert (ref / "nvidia-h200" / "logs" / "p" / "sweep" / "arm_e10.log").read_text() == "point log"
+    assert (ref / "nvidia-h200" / "p" / "arm" / "record.json").exists()

@@ -10,7 +10,8 @@
 # cifar10-jpeg) and .device-data/commit.txt; export REPRO_GIT_COMMIT=$(cat .device-data/commit.txt)
 # REPRO_GIT_DIRTY=0 for the call, and carry .whl and .device-data (64 MiB at most in all).
 # --keep copies PATH (relative to results/ of an unpacked results.tar.gz, e.g.
-# /tmp/call1/results/clicktrain/admm) into the tree's results/ at the same place.
+# /tmp/call1/results/clicktrain/admm) into the tree's results/ at the same place; a published run
+# (results/reference/<gpu>/clicktrain/clicktrain_budget/admm_e10) goes where the pipeline wrote it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shards=../shared/data/cifar10-jpeg
@@ -19,7 +20,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --shards) shards="$2"; shift 2 ;;
     --keep) keep+=("$2"); shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -37,6 +38,7 @@ fi
 for path in "${keep[@]}"; do
   rel="${path#*results/}"
   [[ "$rel" != "$path" ]] || { echo "--keep $path: not under a results/ folder" >&2; exit 2; }
+  [[ "$rel" != reference/* ]] || rel="${rel#reference/*/}"  # a published run goes back where it ran
   mkdir -p ".device-data/clean/results/$(dirname "$rel")"
   cp -r "$path" ".device-data/clean/results/$rel"
 done

@@ -1,6 +1,7 @@
 """Reference results: a GPU run's outputs committed under results/reference/<gpu-slug>/.
 
 `python -m repro.reference publish --from results --gpu nvidia-h200 [--only paper/experiment ...]`
+(a sweep point's folder, e.g. clicktrain/clicktrain_budget/admm_e10, is published when --only names it)
 
 Publishing copies, exactly as the pipeline wrote them, each finished paper-scale run folder
 (record, tables, Hydra config) of a machine with that GPU, its log, its figures and the run's
@@ -54,30 +55,42 @@ def record_gpu(rec: dict, results: Path) -> str:
     return gpus.pop() if len(gpus) == 1 else own
 
 
+def _nested(results: Path, only: list[str] | None) -> list[Path]:
+    """Records of the run folders that `only` names below results/<paper>/<experiment> (a sweep's
+    points, e.g. clicktrain/clicktrain_budget/admm_e10): published only when named."""
+    found = []
+    for key in only or []:
+        path = Path(results) / key / records.RECORD_NAME
+        if len(Path(key).parts) > 2 and path.exists():
+            found.append(path)
+    return found
+
+
 def publish(results: Path, reference_root: Path, gpu: str, only: list[str] | None = None) -> list[str]:
     results, dest_root = Path(results), Path(reference_root) / gpu
     published = []
-    for rec_path in records.find(results):
+    for rec_path in records.find(results) + _nested(results, only):
         rec = records.read(rec_path)
+        rel = rec_path.parent.relative_to(results).as_posix()  # paper/experiment, or a sweep point's folder
         key = f"{rec['paper']}/{rec['experiment']}"
-        if only and key not in only:
+        if only and rel not in only:
             continue
         if rec["status"] != "ok" or rec["scale"] != "paper":
             continue
         if record_gpu(rec, results) != gpu:
             continue
-        dest = dest_root / rec["paper"] / rec["experiment"]
+        dest = dest_root / rel
         if dest.exists():
             shutil.rmtree(dest)
         shutil.copytree(rec_path.parent, dest)
-        log = results / "logs" / rec["paper"] / f"{rec['experiment']}.log"
+        log = results / "logs" / f"{rel}.log"
         if log.exists():
-            (dest_root / "logs" / rec["paper"]).mkdir(parents=True, exist_ok=True)
-            shutil.copy2(log, dest_root / "logs" / rec["paper"] / log.name)
-        for fig in (results / "figures").glob(f"{rec['experiment']}.*"):
+            (dest_root / "logs" / log.parent.relative_to(results / "logs")).mkdir(parents=True, exist_ok=True)
+            shutil.copy2(log, dest_root / "logs" / f"{rel}.log")
+        for fig in (results / "figures").glob(f"{rec['experiment']}.*") if rel == key else []:
             (dest_root / "figures").mkdir(parents=True, exist_ok=True)
             shutil.copy2(fig, dest_root / "figures" / fig.name)
-        published.append(key)
+        published.append(rel)
     if published and (results / "claims" / "claims.csv").exists():
         shutil.copytree(results / "claims", dest_root / "claims", dirs_exist_ok=True)
     return published
@@ -90,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     pub.add_argument("--from", dest="results", type=Path, default=Path("results"))
     pub.add_argument("--to", dest="reference", type=Path, default=Path("results/reference"))
     pub.add_argument("--gpu", default="nvidia-h200", help="GPU slug (lower-case name with dashes)")
-    pub.add_argument("--only", nargs="*", help="paper/experiment keys to publish (default: all)")
+    pub.add_argument("--only", nargs="*", help="paper/experiment keys, or sweep point folders below them, to publish (default: all experiments)")
     args = ap.parse_args(argv)
     done = publish(args.results, args.reference, args.gpu, args.only)
     if not done:
