@@ -32,6 +32,9 @@ def job_counts(workdir: Path, config: dict) -> collections.Counter:
 # at paper scale, the 40-epoch points being the configured runs; (3, 4) at smoke, where only
 # ClickTrain's smoke run (3 epochs) is a sweep point
 BUDGET_POINTS = {"paper": 5 * 2, "smoke": 5 * 2 - 1}
+# runs of the COMET error-bound sweep beyond the arms' configured runs: adaptive (4 values) and fixed
+# (5) at paper scale, two per arm at smoke; one value per arm is the arm's configured run
+EB_SWEEP_POINTS = {"paper": 4 + 4 - 2, "smoke": 2 + 2 - 2}
 
 
 def expected_counts(scale: str) -> dict:
@@ -41,7 +44,8 @@ def expected_counts(scale: str) -> dict:
             "clicktrain": per_paper["clicktrain"] - 5, "clicktrain_compare": 2, "clicktrain_inference": 2,
             "clicktrain_budget": 1, "clicktrain_budget_point": BUDGET_POINTS[scale],
             "superneurons": per_paper["superneurons"] - 1, "superneurons_throughput": 1,
-            "comet_bench": 1, "comet_step_bench": 1, "comet_max_batch": 1, "comet_arm": 8, "comet_sz3": 1, "comet_compare": 2}
+            "comet_bench": 1, "comet_step_bench": 1, "comet_max_batch": 1, "comet_arm": 8, "comet_sz3": 1, "comet_compare": 2,
+            "comet_eb_sweep": 1, "comet_eb_sweep_point": EB_SWEEP_POINTS[scale]}
 
 
 @pytest.mark.parametrize("scale", ["smoke", "paper"])

@@ -5,7 +5,6 @@ from repro.clicktrain import sweep
 
 # what the training runs import (editing the sweep, inference or figure modules retrains no arm)
 CLICKTRAIN_TRAIN_CODE = [f"src/repro/clicktrain/{m}.py" for m in ("__init__", "experiment", "masks", "patterns")]
-TRAINER_CODE = sorted(Path("src/repro/train").glob("*.py"))
 CLICKTRAIN_ARMS = ["clicktrain", "admm", "prunetrain", "sparse24"]
 BUDGET = sweep.read_config(experiment_config("clicktrain/clicktrain_budget"), SCALE)
 # the code each sweep arm's experiment runs (an input: editing it reruns that arm's points)
@@ -97,7 +96,7 @@ rule clicktrain_budget_point:
 rule clicktrain_budget:
     input:
         cfg=experiment_config("clicktrain/clicktrain_budget"),
-        code=["src/repro/clicktrain/budget.py", "src/repro/clicktrain/sweep.py"],
+        code=["src/repro/clicktrain/budget.py", "src/repro/clicktrain/sweep.py", "src/repro/sweep_points.py"],
         points=sweep.sweep_records(BUDGET, "config", SCALE),
         **{arm: record(experiment) for arm, experiment in BUDGET.arms.items()},
     output:

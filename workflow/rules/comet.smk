@@ -1,16 +1,22 @@
 # COMET (Jin et al., VLDB 2022): error-bounded lossy compression of saved activations. The GPU
 # compressor's benchmark, the largest batch under a memory cap, four training arms on one eager
 # schedule (uncompressed, fixed eb, adaptive eb, ActNN 2-bit) on ResNet-32 and (prefix vgg16_) on
-# VGG-16, SZ3 on dumped activations (CPU), and `comet_compare` / `vgg16_comet_compare` for the claims.
+# VGG-16, SZ3 on dumped activations (CPU), `comet_compare` / `vgg16_comet_compare` for the claims,
+# and `comet_eb_sweep`: the ResNet-32 arms at larger error bounds.
+from repro.comet import sweep as comet_sweep
 
 COMET_ARMS = ["comet_uncompressed", "comet_fixed_eb", "comet_adaptive_eb", "comet_actnn2bit"]
 COMET_ARM_RUNS = COMET_ARMS + [f"vgg16_{arm}" for arm in COMET_ARMS]
+# what the experiments import (editing the sweep, its collection step or the figures reruns no arm)
+COMET_CODE = sorted(p for p in Path("src/repro/comet").glob("*.py") if p.stem not in ("eb_sweep", "figures", "sweep"))
+EB_SWEEP = comet_sweep.read_config(experiment_config("comet/comet_eb_sweep"), SCALE)
+EB_POINTS = comet_sweep.points(EB_SWEEP)  # folder name -> (arm, {parameter: value})
 
 
 rule comet_bench:
     input:
         cfg=experiment_config("comet/comet_bench"),
-        code=sorted(Path("src/repro/comet").glob("*.py")),
+        code=COMET_CODE,
         kernels=rules.build_kernels.output.manifest,
     output:
         record=record("comet/comet_bench"),
@@ -29,7 +35,7 @@ rule comet_bench:
 rule comet_max_batch:
     input:
         cfg=experiment_config("comet/comet_max_batch"),
-        code=sorted(Path("src/repro/comet").glob("*.py")),
+        code=COMET_CODE,
         kernels=rules.build_kernels.output.manifest,
     output:
         record=record("comet/comet_max_batch"),
@@ -48,7 +54,7 @@ rule comet_max_batch:
 rule comet_step_bench:
     input:
         cfg=experiment_config("comet/comet_step_bench"),
-        code=sorted(Path("src/repro/comet").glob("*.py")),
+        code=COMET_CODE,
         kernels=rules.build_kernels.output.manifest,
     output:
         record=record("comet/comet_step_bench"),
@@ -67,8 +73,8 @@ rule comet_step_bench:
 rule comet_arm:
     input:
         cfg=experiment_config("comet/{exp}"),
-        code=sorted(Path("src/repro/comet").glob("*.py")),
-        trainer=sorted(Path("src/repro/train").glob("*.py")),
+        code=COMET_CODE,
+        trainer=TRAINER_CODE,
         kernels=rules.build_kernels.output.manifest,
         train=rules.cifar10.output.train,
         test=rules.cifar10.output.test,
@@ -92,7 +98,7 @@ rule comet_arm:
 rule comet_sz3:
     input:
         cfg=experiment_config("comet/comet_sz3"),
-        code=sorted(Path("src/repro/comet").glob("*.py")),
+        code=COMET_CODE,
         test=rules.cifar10.output.test,
         uncompressed=expand(rules.comet_arm.output.record, exp="comet_uncompressed"),
     output:
@@ -112,7 +118,7 @@ rule comet_sz3:
 rule comet_compare:
     input:
         cfg=experiment_config("comet/{net}comet_compare"),
-        code=sorted(Path("src/repro/comet").glob("*.py")),
+        code=COMET_CODE,
         uncompressed=record("comet/{net}comet_uncompressed"),
         fixed_eb=record("comet/{net}comet_fixed_eb"),
         adaptive_eb=record("comet/{net}comet_adaptive_eb"),
@@ -133,3 +139,55 @@ rule comet_compare:
         repro_run("comet/{wildcards.net}comet_compare", device="cpu", overrides="{params.step_bench}",
                   uncompressed="{input.uncompressed}", fixed_eb="{input.fixed_eb}",
                   adaptive_eb="{input.adaptive_eb}", actnn2bit="{input.actnn2bit}")
+
+
+# One point of the error-bound sweep: the arm's own experiment at one value of its swept parameter
+# (and those scaled with it), in its own folder; a point equal to the arm's configured run is not rerun.
+rule comet_eb_sweep_point:
+    input:
+        cfg=lambda wc: experiment_config(EB_SWEEP.arms[EB_POINTS[wc.point][0]].experiment),
+        code=COMET_CODE,
+        trainer=TRAINER_CODE,
+        kernels=rules.build_kernels.output.manifest,
+        train=rules.cifar10.output.train,
+        test=rules.cifar10.output.test,
+    output:
+        record=comet_sweep.point_record("{point}"),
+    log:
+        "results/logs/comet/comet_eb_sweep/{point}.log",
+    params:
+        scale=SCALE,
+        experiment=lambda wc: EB_SWEEP.arms[EB_POINTS[wc.point][0]].experiment,
+        overrides=lambda wc: comet_sweep.hydra_overrides(EB_POINTS[wc.point][1], SCALE),
+    wildcard_constraints:
+        point="|".join(EB_POINTS),
+    resources:
+        gpu=1,
+    container:
+        GPU_IMAGE
+    shell:
+        repro_run("{params.experiment}", out=comet_sweep.point_dir("{wildcards.point}"),
+                  overrides="{params.overrides}", train="{input.train}", test="{input.test}",
+                  kernels="results/build/kernels")
+
+
+rule comet_eb_sweep:
+    input:
+        cfg=experiment_config("comet/comet_eb_sweep"),
+        code=["src/repro/comet/eb_sweep.py", "src/repro/comet/sweep.py", "src/repro/sweep_points.py"],
+        points=comet_sweep.sweep_records(EB_SWEEP, "config", SCALE),
+        uncompressed=record("comet/comet_uncompressed"),
+        actnn2bit=record("comet/comet_actnn2bit"),
+        **{arm: record(swept.experiment) for arm, swept in EB_SWEEP.arms.items()},
+    output:
+        record=record("comet/comet_eb_sweep"),
+    log:
+        "results/logs/comet/comet_eb_sweep.log",
+    params:
+        scale=SCALE,
+    container:
+        CPU_IMAGE
+    shell:
+        repro_run("comet/comet_eb_sweep", device="cpu", sweep=comet_sweep.SWEEP_DIR,
+                  uncompressed="{input.uncompressed}", actnn2bit="{input.actnn2bit}",
+                  **{arm: f"{{input.{arm}}}" for arm in EB_SWEEP.arms})

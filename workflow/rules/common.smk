@@ -12,6 +12,10 @@ CPU_IMAGE = "containers/repro-cpu.sif"
 GPU_IMAGE = "containers/repro-gpu.sif"
 
 
+# the shared trainer: an input of every training step (editing it retrains them)
+TRAINER_CODE = sorted(Path("src/repro/train").glob("*.py"))
+
+
 def experiment_config(experiment):
     """The Hydra experiment file of '<paper>/<name>' (an input: editing it reruns the step)."""
     return f"config/experiment/{experiment}.yaml"

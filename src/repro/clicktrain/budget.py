@@ -15,26 +15,14 @@ from pathlib import Path
 import pandas as pd
 
 from repro import records
-from repro.clicktrain.sweep import BudgetParams, is_configured_run, point_params
+from repro.clicktrain.sweep import BudgetParams, point_name, point_params
 from repro.experiment import Context, Result, experiment
+from repro.sweep_points import read_point
 
 
 def _point_record(ctx: Context, p: BudgetParams, arm: str, epochs: int) -> tuple[dict, str]:
     """The record of one (arm, budget) point and where it came from; checks it ran that budget."""
-    if arm not in ctx.inputs:
-        raise records.RecordError(f"inputs.{arm} is missing: pass the record of the {arm} arm's configured run "
-                                  f"({p.arms[arm]})")
-    point = point_params(p, arm, epochs)
-    configured = records.read(ctx.inputs[arm])
-    if is_configured_run(point, configured["params"]):
-        return configured, "configured run"
-    if "sweep" not in ctx.inputs:
-        raise records.RecordError("inputs.sweep is missing: pass the folder of the budget sweep's runs")
-    rec = records.read(Path(ctx.inputs["sweep"]) / f"{arm}_e{epochs}")
-    if not is_configured_run(point, rec["params"]):
-        ran = {k: rec["params"].get(k) for k in point}
-        raise records.RecordError(f"{rec['_dir']}: ran {ran}, the sweep needs {point}: rerun that point")
-    return rec, "sweep point"
+    return read_point(ctx.inputs, arm, p.arms[arm], point_params(p, arm, epochs), point_name(arm, epochs))
 
 
 def converged_budgets(points: pd.DataFrame, tolerance: float) -> pd.DataFrame:

@@ -8,6 +8,8 @@ round(E * share)). One sweep point is one run of the arm's own experiment with t
 overridden, in its own folder ``results/clicktrain/clicktrain_budget/<arm>_e<E>/``. A point whose
 parameters equal the arm's configured run at this scale is that run: the sweep reads its record
 (at paper scale the 40-epoch points are the arms' reference runs) instead of training it twice.
+The mechanics every sweep shares (reading configs, the configured-run rule, overrides) live in
+:mod:`repro.sweep_points`.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from omegaconf import OmegaConf
+from repro.sweep_points import arm_params, hydra_overrides, is_configured_run, needed_record, read_params
 
-from repro.scale import param_layers
+# the shared mechanics are re-exported: the workflow and the tests reach them through this module
+__all__ = ["BudgetParams", "arm_params", "hydra_overrides", "is_configured_run", "point_dir", "point_name",
+           "point_params", "point_record", "read_config", "sweep_records"]
 
 SWEEP_DIR = "results/clicktrain/clicktrain_budget"
 
@@ -34,20 +38,9 @@ class BudgetParams:
     tolerance: float = 0.3  # top-1 points under an arm's best that still count as converged
 
 
-def _layers(path: Path, scale: str) -> list:
-    """An experiment file's parameter layers at ``scale``, as repro.run merges them."""
-    return param_layers(OmegaConf.load(path), scale)
-
-
 def read_config(path: Path, scale: str) -> BudgetParams:
     """The sweep's own experiment file (config/experiment/clicktrain/clicktrain_budget.yaml)."""
-    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(BudgetParams), *_layers(path, scale)))
-
-
-def arm_params(config_dir: Path, experiment: str, scale: str) -> dict:
-    """An arm's configured parameters at ``scale`` (from config/experiment/<experiment>.yaml)."""
-    path = Path(config_dir) / "experiment" / f"{experiment}.yaml"
-    return OmegaConf.to_container(OmegaConf.merge(*_layers(path, scale)))
+    return read_params(path, scale, BudgetParams)
 
 
 def point_params(p: BudgetParams, arm: str, epochs: int) -> dict:
@@ -58,13 +51,13 @@ def point_params(p: BudgetParams, arm: str, epochs: int) -> dict:
             **{key: max(1, round(epochs * share)) for key, share in p.scaled.get(arm, {}).items()}}
 
 
-def is_configured_run(point: dict, params: dict) -> bool:
-    """The point's parameters equal those of a configured run (``params``: a config's or a record's)."""
-    return all(params.get(key) == value for key, value in point.items())
+def point_name(arm: str, epochs) -> str:
+    """The folder name of one (arm, budget) point below the sweep's folder."""
+    return f"{arm}_e{epochs}"
 
 
 def point_dir(arm: str, epochs) -> str:
-    return f"{SWEEP_DIR}/{arm}_e{epochs}"
+    return f"{SWEEP_DIR}/{point_name(arm, epochs)}"
 
 
 def point_record(arm: str, epochs) -> str:
@@ -77,13 +70,7 @@ def sweep_records(p: BudgetParams, config_dir: Path, scale: str) -> list[str]:
     paths = []
     for arm, experiment in p.arms.items():
         configured = arm_params(config_dir, experiment, scale)
-        paths += [f"results/{experiment}/record.json" if is_configured_run(point_params(p, arm, e), configured)
-                  else point_record(arm, e) for e in p.budgets]
+        paths += [needed_record(point_params(p, arm, e), configured, experiment, point_dir(arm, e)) for e in p.budgets]
     return paths
 
 
-def hydra_overrides(point: dict, scale: str) -> str:
-    """Command-line overrides setting ``point`` on the layer that wins at ``scale`` (the smoke section
-    at smoke scale, where it would otherwise overrule params); ``++`` adds a key the file lacks."""
-    layer = "smoke" if scale == "smoke" else "params"
-    return "".join(f" ++experiment.{layer}.{key}={value}" for key, value in point.items())

@@ -604,6 +604,16 @@ ARMS = ("uncompressed", "fixed_eb", "adaptive_eb", "actnn2bit")
 METHOD_OF = {"uncompressed": "none", "fixed_eb": "fixed", "adaptive_eb": "adaptive", "actnn2bit": "actnn"}
 
 
+def mem_reduction(base: dict, m: dict) -> float:
+    """comet.mem's ratio from two records' metrics: the uncompressed arm's activation memory / an arm's."""
+    return base["act_mem_bytes"] / m["act_mem_bytes"]
+
+
+def top1_loss(base: dict, m: dict) -> float:
+    """comet.acc's loss from two records' metrics: the uncompressed arm's final top-1 - an arm's, points."""
+    return base["final_top1"] - m["final_top1"]
+
+
 @experiment(params=CompareParams, needs_gpu=False)
 def compare(p: CompareParams, ctx: Context) -> Result:
     if p.ours not in ("fixed_eb", "adaptive_eb"):
@@ -616,7 +626,7 @@ def compare(p: CompareParams, ctx: Context) -> Result:
     base, ours, actnn = arms["uncompressed"], arms[p.ours], arms["actnn2bit"]
 
     def reduction(m):
-        return base["act_mem_bytes"] / m["act_mem_bytes"]
+        return mem_reduction(base, m)
 
     arm_speed = ours["images_per_s"] / base["images_per_s"]
     if "step_bench" in ctx.inputs:
@@ -627,17 +637,17 @@ def compare(p: CompareParams, ctx: Context) -> Result:
     metrics = dict(
         mem_reduction=reduction(ours),
         vs_actnn=reduction(ours) / reduction(actnn),
-        top1_loss=base["final_top1"] - ours["final_top1"],
+        top1_loss=top1_loss(base, ours),
         throughput_ratio=speed,
         throughput_ratio_arm_runs=arm_speed,
         peak_reduction=base["peak_mem_bytes"] / ours["peak_mem_bytes"],
         actnn_mem_reduction=reduction(actnn),
-        actnn_top1_loss=base["final_top1"] - actnn["final_top1"],
+        actnn_top1_loss=top1_loss(base, actnn),
         top1_vs_actnn=ours["final_top1"] - actnn["final_top1"],
     )
     for name in ("fixed_eb", "adaptive_eb"):
         metrics[f"mem_reduction_{name}"] = reduction(arms[name])
-        metrics[f"top1_loss_{name}"] = base["final_top1"] - arms[name]["final_top1"]
+        metrics[f"top1_loss_{name}"] = top1_loss(base, arms[name])
     rows = [dict(arm=name, act_mem_bytes=m["act_mem_bytes"], act_ratio=m.get("act_ratio"),
                  mem_reduction=reduction(m), final_top1=m["final_top1"], images_per_s=m["images_per_s"],
                  peak_mem_bytes=m["peak_mem_bytes"], step_peak_bytes=m.get("step_peak_bytes"))

@@ -1,6 +1,7 @@
 """Figures of the COMET experiments (seaborn): compressor throughput and ratio; per training arm
 the accuracy curve, per-layer compression and (adaptive) the error bounds chosen over training;
-across arms memory against accuracy; our ratios against SZ3's."""
+across arms memory against accuracy; our ratios against SZ3's; the error-bound sweep against the
+claim's target region."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ matplotlib.use("Agg")
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 from repro.figures import run_record, run_subtitle  # noqa: E402
 
 MIB = 2**20
@@ -171,5 +173,53 @@ def step_bench(run_dir: Path) -> Figure:
     tags = record.get("tags", {})
     fig.suptitle(f"COMET arms side by side: {tags.get('model', '')}, batch {tags.get('batch', '')}, "
                  f"{tags.get('mode', '')}\n{run_subtitle(record)}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def eb_sweep(run_dir: Path) -> Figure:
+    """Top-1 loss against memory reduction per sweep point, one line per arm in order of its swept
+    value (each point labelled with it), the target region shaded, ActNN 2-bit and the uncompressed
+    run marked."""
+    run_dir = Path(run_dir)
+    record = run_record(run_dir)
+    pts = pd.read_csv(run_dir / "points.csv")
+    params, m = record.get("params", {}), record.get("metrics", {})
+    target, max_loss = params.get("target_reduction", 13.5), params.get("max_top1_loss", 0.5)
+    pts["sweep"] = pts.arm + " (" + pts.parameter + ")"
+    sns.set_theme(style="whitegrid", context="paper")
+    fig = Figure(figsize=(8, 5))
+    ax = fig.subplots()
+    sns.lineplot(data=pts, x="mem_reduction", y="top1_loss", hue="sweep", marker="o", sort=False, estimator=None,
+                 ax=ax)
+    below = {sweep: i % 2 == 0 for i, sweep in enumerate(pts.sweep.unique())}  # alternate: close lines stay legible
+    for row in pts.itertuples():
+        ax.annotate(f"{row.value:g}", (row.mem_reduction, row.top1_loss), xytext=(4, -10 if below[row.sweep] else 4),
+                    textcoords="offset points", fontsize=7)
+    xs, ys = [1.0, target, *pts.mem_reduction], [0.0, max_loss, *pts.top1_loss]
+    if "actnn_mem_reduction" in m:
+        x, y = m["actnn_mem_reduction"], m["actnn_top1_loss"]
+        ax.scatter([x], [y], marker="*", s=160, color="black", zorder=4, label=f"ActNN 2-bit ({x:.1f}x, {y:+.2f})")
+        xs, ys = xs + [x], ys + [y]
+    ax.scatter([1.0], [0.0], marker="X", s=60, color="grey", zorder=4, label="uncompressed")
+    best = pts[pts.point == record.get("tags", {}).get("best_point")]
+    if len(best):
+        ax.scatter(best.mem_reduction, best.top1_loss, s=220, facecolors="none", edgecolors="tab:green", linewidths=1.5,
+                   zorder=5, label=f"largest reduction within {max_loss:g} points")
+    xlim, ylim = (min(xs) / 1.3, max(xs) * 1.3), (min(ys) - 0.5, max(ys) + 0.5)
+    # the claim's region: at least the target reduction at no more than the allowed top-1 loss
+    ax.fill_between([target, xlim[1]], ylim[0], max_loss, color="tab:green", alpha=0.15, lw=0,
+                    label=f"target: >= {target:g}x, loss <= {max_loss:g}")
+    ax.axhline(0, color="black", lw=0.8)
+    ticks = sorted(t for t in {1, 2, 3, 5, 10, 20, 30, 50, 100, target} if xlim[0] <= t <= xlim[1])
+    ax.set(xscale="log", xlim=xlim, ylim=ylim, xticks=ticks, xticklabels=[f"{t:g}x" for t in ticks],
+           xlabel="activation memory reduction (uncompressed / point)",
+           ylabel="top-1 loss vs uncompressed (points; below 0: better)")
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.legend(fontsize=7)
+    ax.set_title(f"largest reduction within {max_loss:g} points: "
+                 f"{m.get('best_mem_reduction_within_acc', float('nan')):.2f}x "
+                 f"({record.get('tags', {}).get('best_point', 'none')}); labels: swept value", fontsize=9)
+    fig.suptitle(f"COMET error-bound sweep (ResNet-32 arms)\n{run_subtitle(record)}", fontsize=9)
     fig.tight_layout()
     return fig
