@@ -1,4 +1,5 @@
-"""Tiny models and a plain-PyTorch reference for the SuperNeurons runtime tests."""
+"""Tiny models, a plain-PyTorch reference and a CPU replay of the allocator for the SuperNeurons
+runtime tests."""
 
 from __future__ import annotations
 
@@ -6,10 +7,15 @@ import copy
 
 import torch
 import torch.nn.functional as F
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from repro.models import build_model
-from repro.superneurons.runtime import RuntimeConfig, SuperNeuronsModel
+from repro.superneurons.liveness import _signature, frozen_batchnorm_stats, mutates_input
+from repro.superneurons.runtime import RuntimeConfig, SuperNeuronsModel, make_plan
 from repro.superneurons.sgd_in_backward import SGDInBackward
+from repro.superneurons.tensor_pool import TensorPool
 
 # name -> (model name, builder kwargs, image size); AlexNet keeps its dropout and LRN (10 classes)
 TINY = {
@@ -69,3 +75,106 @@ def max_rel_diff(a, b) -> float:
     another algorithm for a recomputed product) differs by rounding, a wrong mask or stale tensor by O(1)."""
     return max(((u.float() - v.float()).abs().max() / u.float().abs().max().clamp_min(1e-30)).item()
                for u, v in zip(a, b))
+
+
+# ---- CPU replay: the CUDA allocator's byte counters, stood in for by a storage tracker ----------------
+class StorageTracker(TorchDispatchMode):
+    """Bytes of the storages that ops allocate while it is on, alive now and at the peak (``peak``): a
+    CPU stand-in for the CUDA allocator's counters. An op's output that aliases one of its inputs (a
+    view, an in-place result) is no new storage; tensors made before it started are not counted."""
+
+    def __init__(self):
+        super().__init__()
+        self.refs: dict[int, tuple] = {}  # data_ptr -> (weak storage ref, bytes)
+        self.peak = 0
+        self.paused = False
+
+    def live(self) -> int:
+        for key in [k for k, (ref, _) in self.refs.items() if ref.expired()]:
+            del self.refs[key]
+        return sum(n for _, n in self.refs.values())
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self.paused:
+            return out
+        inputs = {t.untyped_storage().data_ptr() for t in tree_flatten((args, kwargs))[0]
+                  if isinstance(t, torch.Tensor)}
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor):
+                storage = t.untyped_storage()
+                key = storage.data_ptr()
+                if key not in inputs and storage.nbytes() and (key not in self.refs or self.refs[key][0].expired()):
+                    self.refs[key] = (StorageWeakRef(storage), storage.nbytes())
+        self.peak = max(self.peak, self.live())
+        return out
+
+
+def measure_transients(units, x: torch.Tensor, profiles) -> None:
+    """Fill the profiles' ``transient_bytes`` and ``forward_bytes`` as liveness.profile_units measures
+    them on the GPU, with the tracker for the allocator (so that a CPU plan counts what a CPU replay
+    allocates)."""
+    cache = {}
+    a = x.detach()
+    with torch.random.fork_rng(), frozen_batchnorm_stats([m for _, m in units]):
+        for (_, m), p in zip(units, profiles):
+            key = _signature(m, a)
+            if key not in cache:
+                leaf = a.detach().requires_grad_(True)
+                inp = leaf.clone() if mutates_input(m) else leaf
+                forward = StorageTracker()
+                with torch.enable_grad(), forward:
+                    out = m(inp)
+                wrt = [leaf] + [q for q in m.parameters() if q.requires_grad]
+                backward = StorageTracker()
+                with backward:
+                    grads = torch.autograd.grad(out, wrt, torch.ones_like(out), allow_unused=True)
+                    del grads
+                modelled = p.out_bytes + p.in_bytes + p.param_bytes
+                cache[key] = (max(0, backward.peak - modelled), forward.peak)
+                out = out.detach()
+            else:
+                with torch.no_grad():
+                    out = m(a.clone() if mutates_input(m) else a)
+            p.transient_bytes, p.forward_bytes = cache[key]
+            a = out
+
+
+class ReplayPool(TensorPool):
+    """The CPU pool with offloads that leave: an offloaded tensor's storage is dropped (its host copy
+    made while the tracker is paused), a prefetch allocates a copy."""
+
+    tracker: StorageTracker | None = None
+
+    def _offload(self, e) -> None:
+        super()._offload(e)
+        if self.tracker is not None:
+            self.tracker.paused = True
+        e.host, e.tensor = e.tensor.clone(), None
+        if self.tracker is not None:
+            self.tracker.paused = False
+
+    def _prefetch(self, e) -> None:
+        super()._prefetch(e)
+        e.tensor = e.host.clone()
+
+
+def replay_step(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: RuntimeConfig):
+    """One training step of the runtime + SGDInBackward after a warmup step, on the CPU, with the plan
+    made from tracker-measured transients and the pool's offloads real: (dynamic peak bytes the
+    tracker saw, the plan, the pool's stats)."""
+    wrapped = SuperNeuronsModel(model, cfg)
+    plan = wrapped.prepare(x)
+    measure_transients(wrapped.units, x, plan.profiles)
+    wrapped.plan = make_plan(wrapped.units, plan.profiles, cfg, copies=True)
+    wrapped.pool = ReplayPool(x.device, wrapped.plan.pool_budget_bytes, cfg.max_inflight_bytes)
+    sgd = SGDInBackward(model, lr=0.01, momentum=0.9, weight_decay=1e-4)
+    try:
+        F.cross_entropy(wrapped(x), y).backward()  # warmup: momentum buffers
+        wrapped.pool.reset_stats()
+        tracker = wrapped.pool.tracker = StorageTracker()
+        with tracker:
+            F.cross_entropy(wrapped(x), y).backward()
+    finally:
+        sgd.remove()
+    return tracker.peak, wrapped.plan, wrapped.pool.stats

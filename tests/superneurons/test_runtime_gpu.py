@@ -151,3 +151,20 @@ def test_profile_measures_backward_transients_and_the_plan_bounds_the_peak():
     marks = r["memory_marks"]  # where the peak was: forward's end or a segment's backward
     assert 0 < marks["forward_end"] <= marks["peak_at_forward_end"] <= r["dynamic_bytes"]
     assert marks["backward_entry_max"] <= r["dynamic_bytes"] and marks["backward_entry_max_segment"] >= 0
+
+
+@pytest.mark.parametrize("model", ["resnet50", "vgg16_imagenet", "alexnet"])
+def test_all_config_peaks_in_a_segment_backward_within_the_estimate(model):
+    """Under "all" (everything offloaded, peak-memory settings), with the peak counter reset every
+    step: the peak is in a segment's backward, not in forward; the plan's estimate bounds it (a conv
+    layer's whole workspace in its transient, recomputed outputs and used gradients freed); and a
+    prefetch adds nothing to the plan's peak."""
+    r = run_probe(ProbeSpec(arm="all", model=model, batch_size=8, device="cuda", steps=2, momentum_on_host="no",
+                            pool_budget_bytes=0, lookahead=1, max_inflight_bytes=0))
+    assert r["fits"], r["reason"]
+    marks = r["memory_marks"]
+    print(model, "dynamic", r["dynamic_bytes"], "estimate", r["est_dynamic_bytes"], "largest working set",
+          r["largest_working_set"], marks, r["per_step"])
+    assert marks["peak_at_forward_end"] < r["dynamic_bytes"] and marks["peak_segment"] >= 0
+    assert r["plan"]["est_prefetched"] == 0
+    assert r["dynamic_bytes"] <= 1.05 * r["est_dynamic_bytes"]

@@ -23,8 +23,11 @@ it: each distinct unit's backward runs once (``torch.autograd.grad``, so no ``.g
 and ``transient_bytes`` = its allocator peak above what was alive after forward, minus the gradients
 WS_i already counts. The plan adds it to every working set (:attr:`UnitProfile.need`). On the
 H200 (session 4) the runtime's plan missed about 2 GB at 420-630 bottleneck blocks without it, and
-training ran out of memory under the cap; on the CPU nothing is measured (0). Measuring resets
-the device's peak-memory counter once, when the runtime profiles (its first training step).
+training ran out of memory under the cap; on the CPU nothing is measured (0). Likewise
+``forward_bytes``: the allocator peak of the unit's forward above what was alive before it (what it
+saves, its output, and temporaries such as a block's inner activations that nothing saves), which a
+recomputed segment's forward reaches while backward holds its output gradient. Measuring resets the
+device's peak-memory counter, when the runtime profiles (its first training step).
 
 Shared activations. The activation between two units is one storage: when unit i-1 saves its output
 (e.g. an in-place ReLU saves its result) and unit i saves its input (a convolution does), both
@@ -138,7 +141,9 @@ class UnitProfile:
     param_bytes: int
     forward_s: float
     shared_in_bytes: int = 0  # of saved_bytes, the input storage an earlier unit saves too
+    in_saved_bytes: int = 0  # of saved_bytes, the input storage (0: the unit does not save its input)
     transient_bytes: int = 0  # measured backward temporaries beyond the working set (GPU; module docstring)
+    forward_bytes: int = 0  # measured forward peak above what was alive before it (GPU; 0: not measured)
 
     @property
     def working_set(self) -> int:
@@ -148,6 +153,12 @@ class UnitProfile:
     def need(self) -> int:
         """What the unit's backward allocates at its peak: the working set and its transients."""
         return self.working_set + self.transient_bytes
+
+    @property
+    def forward_need(self) -> int:
+        """What the unit's forward (with autograd recording) allocates at its peak: measured, else what
+        it saves besides its input, and its output."""
+        return max(self.forward_bytes, self.saved_bytes - self.in_saved_bytes + self.out_bytes)
 
 
 class _SavedCounter:
@@ -177,11 +188,9 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _backward_transient(module: nn.Module, leaf: torch.Tensor, out: torch.Tensor, out_saved: bool,
-                        modelled: int) -> int:
-    """CUDA: allocator peak of the unit's backward above what is alive after its forward, minus the
-    ``modelled`` gradient bytes (output, input and weight gradients) and, unless a saved tensor holds
-    it anyway, the output this measurement keeps alive."""
+def _backward_transient(module: nn.Module, leaf: torch.Tensor, out: torch.Tensor, modelled: int) -> int:
+    """CUDA: allocator peak of the unit's backward above what is alive after its forward (the output
+    included), minus the ``modelled`` gradient bytes (output, input and weight gradients)."""
     wrt = ([leaf] if leaf.requires_grad else []) + [p for p in module.parameters() if p.requires_grad]
     if not (out.requires_grad and wrt):
         return 0
@@ -192,9 +201,10 @@ def _backward_transient(module: nn.Module, leaf: torch.Tensor, out: torch.Tensor
     grads = torch.autograd.grad(out, wrt, torch.ones_like(out), allow_unused=True)
     del grads
     torch.cuda.synchronize(device)
-    peak = torch.cuda.max_memory_allocated(device) - base
-    held = 0 if out_saved else tensor_bytes(out)
-    return max(0, peak - modelled - held)
+    # The output is in ``base`` already: subtracting it again where no saved tensor holds it (as this
+    # once did) dropped up to one output's worth of cuDNN workspace from every conv layer that does not
+    # save its output (VGG-16's conv1_2 at batch 32: 392 MiB of about 786).
+    return max(0, torch.cuda.max_memory_allocated(device) - base - modelled)
 
 
 def profile_units(units: list[tuple[str, nn.Module]], x: torch.Tensor) -> list[UnitProfile]:
@@ -213,30 +223,33 @@ def profile_units(units: list[tuple[str, nn.Module]], x: torch.Tensor) -> list[U
             if key in cache:
                 with torch.no_grad():
                     out = m(inp)
-                saved, out_bytes, seconds, in_saved, out_saved, passes_on, transient = cache[key]
+                saved, out_bytes, seconds, in_saved, out_saved, passes_on, transient, forward = cache[key]
             else:
                 counter = _SavedCounter(param_storages)
                 leaf = a.detach().requires_grad_(a.is_floating_point())
                 inp = leaf.clone() if mutates_input(m) else leaf
                 _sync(device)
+                if device.type == "cuda":
+                    before = torch.cuda.memory_allocated(device)
+                    torch.cuda.reset_peak_memory_stats(device)
                 start = time.perf_counter()
                 with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(counter.pack, lambda t: t):
                     out = m(inp)
                 _sync(device)
                 seconds = time.perf_counter() - start
+                forward = torch.cuda.max_memory_allocated(device) - before if device.type == "cuda" else 0
                 in_ptr, out_ptr = inp.untyped_storage().data_ptr(), out.untyped_storage().data_ptr()
                 saved, out_bytes = counter.total, tensor_bytes(out)
                 in_saved, out_saved = counter.storages.get(in_ptr, 0), counter.storages.get(out_ptr, 0)
                 passes_on = out_ptr == in_ptr  # in place, or a view of its input
                 transient = 0
                 if device.type == "cuda":
-                    transient = _backward_transient(m, leaf, out, out_saved > 0,
-                                                    out_bytes + tensor_bytes(a) + param_bytes(m))
-                cache[key] = (saved, out_bytes, seconds, in_saved, out_saved, passes_on, transient)
+                    transient = _backward_transient(m, leaf, out, out_bytes + tensor_bytes(a) + param_bytes(m))
+                cache[key] = (saved, out_bytes, seconds, in_saved, out_saved, passes_on, transient, forward)
                 del counter, leaf, inp
             profiles.append(UnitProfile(i, name, type(m).__name__, is_expensive(m), tensor_bytes(a), out_bytes, saved,
                                         param_bytes(m), seconds, shared_in_bytes=min(carry, in_saved),
-                                        transient_bytes=transient))
+                                        in_saved_bytes=in_saved, transient_bytes=transient, forward_bytes=forward))
             carry = max(carry, out_saved) if passes_on else out_saved
             a = out.detach()
     return profiles

@@ -25,9 +25,13 @@ probes leave ``cudnn.benchmark`` off (PyTorch's default) and record cuDNN's sett
 
 Diagnostics (per timed step, ``per_step``): bytes the pool offloaded and prefetched, late fetches,
 host seconds forward waited for copies, host seconds in SGDInBackward's updates. ``memory_marks``
-(the runtime's arms on the GPU, bytes above the step's start): allocated and peak-so-far when
-forward ends, and the most allocated at a recomputed segment's backward entry with its index, so
-that a table says whether the peak is in forward or in which segment's backward.
+(the runtime's arms on the GPU, bytes above the step's start, of the last step): allocated and
+peak-so-far when forward ends, the most allocated at a recomputed segment's backward entry with its
+index, and the segment whose backward last raised the peak (``peak_segment``), so that a table says
+whether the peak is in forward or in which segment's backward. The peak counter is reset at every
+timed step (the peak is the largest over them): reset once before them, the second step's
+"peak-so-far at forward's end" held the first step's backward peak, and every network's peak
+seemed to be in forward.
 """
 
 from __future__ import annotations
@@ -217,13 +221,17 @@ def run_probe(spec: ProbeSpec) -> dict:
         if arm.runtime is not None:  # diagnostics of the timed steps only
             arm.runtime.pool.reset_stats()
             arm.sgd.host_s = 0.0
+        peak_allocated = 0
         if cuda:
             start_bytes = torch.cuda.memory_allocated(device)  # the batch (x, y) is not the model's
             static = start_bytes - x.numel() * x.element_size() - y.numel() * y.element_size()
-            torch.cuda.reset_peak_memory_stats(device)
         start = time.perf_counter()
         for _ in range(spec.steps):
+            if cuda:  # per step, so that the memory marks place the last step's own peak (host-side counters)
+                torch.cuda.reset_peak_memory_stats(device)
             loss = arm.step(x, y)
+            if cuda:
+                peak_allocated = max(peak_allocated, torch.cuda.max_memory_allocated(device))
         _sync(device)
         step_s = (time.perf_counter() - start) / spec.steps
         loss = float(loss)
@@ -232,10 +240,10 @@ def run_probe(spec: ProbeSpec) -> dict:
             return out
         out.update(fits=True, reason="ok", step_s=step_s, images_per_s=spec.batch_size / step_s, loss=loss)
         if cuda:
-            peak = torch.cuda.max_memory_allocated(device) - (start_bytes - static)
+            peak = peak_allocated - (start_bytes - static)
             out.update(peak_bytes=peak, static_bytes=static, dynamic_bytes=peak - static)
             if arm.runtime is not None and arm.runtime.memory_marks:  # where the last step's peak was
-                out["memory_marks"] = {k: (v - start_bytes if k != "backward_entry_max_segment" else v)
+                out["memory_marks"] = {k: (v if k.endswith("_segment") else v - start_bytes)
                                        for k, v in arm.runtime.memory_marks.items()}
         if arm.runtime is not None:
             stats = arm.runtime.pool.stats

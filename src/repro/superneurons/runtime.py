@@ -32,8 +32,16 @@ Plan. Each segment is either *kept* (runs under ordinary autograd, its saved ten
   and recompute is off, the kept segments' saved activations go through the pool instead
   (saved-tensor hooks), parameters never.
 Backward of a recomputed segment prefetches the checkpoints of the ``prefetch_lookahead`` segments
-before it, and further ones as long as the pool's budget has room for them (a checkpoint released
-by backward makes room for an offloaded one), so host copies start as early as memory allows.
+before it, each only where it fits the room the plan leaves every segment it will be alive in
+(under the memory budget; without one, under the plan's peak without prefetches), so that a
+prefetch never raises the peak: next to the segment with the largest working set the checkpoint
+before it comes back when its own backward starts (on the ResNets a prefetched 98 MiB checkpoint
+next to the largest block was 0.17x of the 1.39x). Further ones are prefetched as long as the pool's
+budget has room for them (a checkpoint released by backward makes room for an offloaded one), so
+host copies start as early as memory allows. Backward hands autograd each gradient through a scalar
+root (_GradRoot), so that recomputed outputs and incoming gradients are freed as soon as autograd
+is done with them, as in plain training; the working sets (_BackwardNeed) count what is alive
+unit by unit, the recomputation's forward included.
 Recomputation restores the forward's RNG state (dropout masks match) and leaves batch-norm running
 statistics as a single forward left them, so gradients equal plain training's.
 
@@ -116,6 +124,7 @@ class Plan:
     estimate: dict = field(default_factory=dict)
     offload_saved: bool = False  # kept segments' saved activations go through the pool (they do not fit)
     speed_working_set: float = 0.0  # largest working set of a speed-centric segment (or of a layer), bytes
+    prefetch_rooms: list = field(default_factory=list)  # per recomputed segment, see prefetch_rooms()
 
     @property
     def largest_working_set(self) -> int:
@@ -150,19 +159,58 @@ def _checkpoint(seg: Segment, profiles) -> int:
     return profiles[seg.units[0]].in_bytes
 
 
-def _transient(units, profiles) -> int:
-    """The largest measured backward transient among ``units`` (they run one at a time)."""
-    return max(profiles[i].transient_bytes for i in units)
+@dataclass
+class _BackwardNeed:
+    """Running peak of recomputing and backpropagating a run of units in one autograd call (a
+    speed-centric segment, or one memory-centric step), while the run's output gradient waits (the
+    segment's backward is called with it). Forward, at unit i: what the units before i save, the run's
+    input and i's measured forward peak (:attr:`UnitProfile.forward_need`). Backward, last unit to
+    first, at unit i: what the units up to i save (a unit's saved tensors are freed once its backward
+    ran) and the run's input, i's output and input gradients, its weight gradient and measured
+    transient; the run's output gradient counts next to every unit before the last (at the last it is
+    that unit's output gradient). Units are added first to last (``add``), so that merging segments
+    extends a run without starting over."""
+
+    saved: int = 0  # what the units so far save together (shared activations once), and the run's input
+    forward: int = 0  # the largest forward need so far, without the run's output gradient
+    before_last: int = 0  # the largest backward need of a unit before the last, without the run's output gradient
+    last: int = 0  # the backward need of the last unit (its output gradient is the run's)
+    out: int = 0  # the run's output gradient
+
+    def add(self, p: UnitProfile, first: bool = False) -> "_BackwardNeed":
+        self.before_last = max(self.before_last, self.last)
+        # forward: its input (unless the units before save it) and what it allocates; the run's input
+        # stays alive throughout (the checkpoint, or a step's recomputed input, whose gradient the
+        # runtime returns), saved by the first unit or not
+        self.forward = max(self.forward, self.saved + p.in_bytes - (0 if first else p.shared_in_bytes)
+                           + p.forward_need)
+        self.saved += (p.saved_bytes + max(0, p.in_bytes - p.in_saved_bytes) if first
+                       else p.saved_bytes - p.shared_in_bytes)
+        self.last = self.saved + p.out_bytes + p.in_bytes + p.param_bytes + p.transient_bytes
+        self.out = p.out_bytes
+        return self
+
+    def copy(self) -> "_BackwardNeed":
+        return _BackwardNeed(self.saved, self.forward, self.before_last, self.last, self.out)
+
+    def need(self, out_held: bool = True) -> int:
+        """``out_held``: the run's output gradient stays alive until the run is done (false for a
+        memory-centric step before the segment's last: the runtime hands autograd the gradient without
+        keeping it, see _GradRoot, so it goes once the step's last unit has used it)."""
+        return max(self.forward + self.out, self.before_last + (self.out if out_held else 0), self.last)
 
 
-def _seg_speed_tensors(seg: Segment, profiles) -> int:
-    return _seg_saved(seg, profiles) + profiles[seg.units[-1]].out_bytes + _checkpoint(seg, profiles)
+def _run_need(units, profiles) -> _BackwardNeed:
+    run = _BackwardNeed()
+    for k, i in enumerate(units):
+        run.add(profiles[i], first=k == 0)
+    return run
 
 
 def _seg_speed_ws(seg: Segment, profiles) -> int:
-    """Speed-centric recompute: all the segment's saved tensors + its output gradient + input gradient,
-    and the largest transient of its units."""
-    return _seg_speed_tensors(seg, profiles) + _transient(seg.units, profiles)
+    """Speed-centric recompute: the segment's backward in one autograd call (:class:`_BackwardNeed`),
+    its checkpoint being the run's input."""
+    return _run_need(seg.units, profiles).need()
 
 
 def memory_steps(seg: Segment) -> list[tuple[int, int]]:
@@ -179,13 +227,22 @@ def memory_steps(seg: Segment) -> list[tuple[int, int]]:
 
 
 def _seg_memory_ws(seg: Segment, profiles) -> int:
-    """Memory-centric: one step's working set at a time, plus the checkpoint while a later step runs
-    on a recomputed input (the first step's input is the checkpoint itself)."""
+    """Memory-centric: one step at a time. A step backpropagates its units (:class:`_BackwardNeed`)
+    next to the checkpoint (unless it is the step's own input) and the segment's output gradient
+    (autograd holds it for the whole segment); before that, it recomputes its input from the
+    checkpoint without saving anything (one unit's input and what its forward allocates at a time)
+    while the step's output gradient waits."""
+    units, n = seg.units, len(seg.units)
+    ckpt, seg_grad = _checkpoint(seg, profiles), profiles[units[-1]].out_bytes
+
     def step_ws(a, b):
-        first, last = seg.units[a], seg.units[b - 1]
-        ws = (saved_bytes_between(profiles, first, last + 1) + profiles[last].out_bytes + profiles[first].in_bytes
-              + sum(profiles[i].param_bytes for i in seg.units[a:b]) + _transient(seg.units[a:b], profiles))
-        return ws + (_checkpoint(seg, profiles) if a else 0)
+        last_step = b == n
+        held = (ckpt if a else 0) + (0 if last_step else seg_grad)
+        ws = _run_need(units[a:b], profiles).need(out_held=last_step) + held
+        if a:
+            waiting = profiles[units[b - 1]].out_bytes
+            ws = max(ws, held + waiting + max(profiles[i].in_bytes + profiles[i].forward_need for i in units[:a]))
+        return ws
     return max(step_ws(a, b) for a, b in memory_steps(seg))
 
 
@@ -210,25 +267,92 @@ def _unmeasured_workspace(profiles, workspace: float) -> float:
     return 0.0 if any(p.transient_bytes for p in profiles) else workspace
 
 
+def _segment_needs(segments: list[Segment], profiles) -> list[int]:
+    """What each segment's backward needs beyond the plan's resident bytes: a recomputed segment's
+    working set, a kept segment's largest unit need."""
+    return [_rec_ws(s, profiles) if s.recompute else max(profiles[i].need for i in s.units) for s in segments]
+
+
+def prefetch_rooms(segments: list[Segment], needs: list[int], limit: float) -> list[float]:
+    """Per recomputed segment (in order): the bytes of checkpoints being prefetched that may be alive
+    during its backward and that of the kept segments after it (up to the next recomputed one), so
+    that no segment's need plus prefetches exceeds ``limit``."""
+    rooms, room = [], math.inf
+    for s, need in zip(segments, needs):
+        room = min(room, limit - need)
+        if s.recompute:
+            rooms.append(max(0.0, room))
+            room = math.inf
+    return rooms
+
+
+def prefetch_schedule(checkpoints: list[int], rooms: list[float], lookahead: int) -> list[float]:
+    """Bytes being prefetched during each recomputed segment's backward, as
+    :meth:`SuperNeuronsModel._prefetch_before` issues them when every checkpoint is offloaded: at
+    segment i (after taking its own checkpoint), the ``lookahead`` checkpoints before it, in order,
+    while the bytes in flight fit the rooms of every segment they will be alive in."""
+    held, inflight, resume = [0.0] * len(checkpoints), {}, len(checkpoints) - 1
+    for i in reversed(range(len(checkpoints))):
+        inflight.pop(i, None)
+        p = min(i - 1, resume)
+        while p >= max(0, i - lookahead) and sum(inflight.values()) + checkpoints[p] <= min(rooms[p + 1:i + 1]):
+            inflight[p] = checkpoints[p]
+            p -= 1
+        resume = p
+        held[i] = sum(inflight.values())
+    return held
+
+
+def _prefetch_peak(segments: list[Segment], needs: list[int], held: list[float]) -> float:
+    """The largest segment need plus the prefetches alive during it."""
+    peak, k = 0.0, 0
+    for s, need in zip(segments, needs):
+        peak = max(peak, need + (held[k] if k < len(held) else 0.0))
+        k += s.recompute
+    return peak
+
+
 def estimate(segments: list[Segment], profiles: list[UnitProfile], pool_budget: float, pool_saved: bool,
-             lookahead: int, inflight: float = 0.0, workspace: float = 0.0) -> dict:
+             lookahead: int, inflight: float = 0.0, workspace: float = 0.0, ceiling: float | None = None) -> dict:
     """Liveness estimate of the dynamic peak of a plan (bytes); ``inflight``: offload copies in flight,
     ``workspace``: convolution workspace next to the working set, where the profile did not measure
-    it (on the GPU it is in the units' transients)."""
+    it (on the GPU it is in the units' transients). The peak is a segment's backward: the kept saved
+    tensors, the resident checkpoints and the copies in flight (forward's, counted throughout), the
+    segment's need (its recomputation included, which holds more than its first forward did) and
+    the checkpoints being prefetched meanwhile. Prefetches: with ``ceiling`` None, room for the
+    ``lookahead`` largest checkpoints next to the largest need (a reservation, for budgeting); else
+    as the runtime issues them (prefetch_schedule) within the rooms that ``ceiling`` (the plan's
+    limit; never below its peak without prefetches) leaves each segment."""
     kept = _kept_saved(segments, profiles)
     checkpoints = [_checkpoint(s, profiles) for s in segments if s.recompute]
     resident_ckpt = min(sum(checkpoints), pool_budget)
-    prefetched = sum(sorted(checkpoints)[-lookahead:]) if lookahead and resident_ckpt < sum(checkpoints) else 0
     offloading = resident_ckpt < sum(checkpoints) or (pool_saved and pool_budget < kept)
     if pool_saved:
         kept = min(kept, pool_budget)
     inflight = inflight if offloading else 0.0
-    rec_ws = max([_rec_ws(s, profiles) for s in segments if s.recompute] or [0])
-    work = max(rec_ws, largest_need(profiles))
-    workspace = _unmeasured_workspace(profiles, workspace)
-    return dict(kept_saved=kept, checkpoints=sum(checkpoints), resident_checkpoints=resident_ckpt,
-                prefetched=prefetched, inflight=inflight, working=work, workspace=workspace,
-                peak_dynamic=kept + resident_ckpt + prefetched + inflight + work + workspace)
+    needs = _segment_needs(segments, profiles)
+    est = dict(kept_saved=kept, checkpoints=sum(checkpoints), resident_checkpoints=resident_ckpt, prefetched=0.0,
+               inflight=inflight, working=max(needs + [largest_need(profiles)]),
+               workspace=_unmeasured_workspace(profiles, workspace))
+    if lookahead and resident_ckpt < sum(checkpoints):
+        if ceiling is None:
+            est["prefetched"] = sum(sorted(checkpoints)[-lookahead:])
+        else:
+            held = prefetch_schedule(checkpoints, _rooms(segments, needs, est, ceiling), lookahead)
+            est["prefetched"] = max(0.0, _prefetch_peak(segments, needs, held) - est["working"])
+    est["peak_dynamic"] = _resident_part(est) + est["working"] + est["prefetched"]
+    return est
+
+
+def _resident_part(est: dict) -> float:
+    """What an estimate counts alive throughout backward: kept saved tensors, resident checkpoints,
+    forward's copies in flight and the unmeasured workspace."""
+    return est["kept_saved"] + est["resident_checkpoints"] + est["inflight"] + est["workspace"]
+
+
+def _rooms(segments: list[Segment], needs: list[int], est: dict, ceiling: float) -> list[float]:
+    """prefetch_rooms under ``ceiling``, or under the plan's peak without prefetches if that is higher."""
+    return prefetch_rooms(segments, needs, max(ceiling - _resident_part(est), est["working"]))
 
 
 def _strategy(seg: Segment, profiles, forced: str, allowance: float) -> str:
@@ -270,28 +394,26 @@ def merge_recomputed(segments: list[Segment], profiles, allowance: float, forced
     """Consecutive recomputed segments merged into speed-centric segments whose working set stays
     within ``allowance`` (a segment over it alone keeps its own strategy); kept segments unchanged."""
     merged: list[Segment] = []
-    open_ws = None  # speed-centric working set (tensors) of the last merged segment while it may still grow
-    open_tr = 0  # and the largest transient of its units
+    open_run = None  # backward need of the last merged segment while it may still grow
     for s in segments:
         if not s.recompute:
             merged.append(Segment(len(merged), s.units, s.modules, stochastic=s.stochastic))
-            open_ws = None
+            open_run = None
             continue
-        if open_ws is not None and forced != "memory":
-            last = merged[-1]
-            grown = (open_ws - profiles[last.units[-1]].out_bytes + _seg_saved(s, profiles)
-                     - profiles[s.units[0]].shared_in_bytes + profiles[s.units[-1]].out_bytes)
-            grown_tr = max(open_tr, _transient(s.units, profiles))
-            if grown + grown_tr <= allowance:
+        if open_run is not None and forced != "memory":
+            grown = open_run.copy()
+            for i in s.units:
+                grown.add(profiles[i])
+            if grown.need() <= allowance:
+                last = merged[-1]
                 last.units, last.modules = last.units + s.units, last.modules + s.modules
                 last.stochastic = last.stochastic or s.stochastic
-                open_ws, open_tr = grown, grown_tr
+                open_run = grown
                 continue
         seg = Segment(len(merged), s.units, s.modules, recompute=True, stochastic=s.stochastic)
         seg.strategy = _strategy(seg, profiles, forced, allowance)
         merged.append(seg)
-        open_ws = _seg_speed_tensors(seg, profiles) if seg.strategy == "speed" else None
-        open_tr = _transient(seg.units, profiles)
+        open_run = _run_need(seg.units, profiles) if seg.strategy == "speed" else None
     return merged
 
 
@@ -361,12 +483,17 @@ def make_plan(units, profiles: list[UnitProfile], cfg: RuntimeConfig, copies: bo
     else:
         rest = estimate(segments, profiles, 0.0, pool_saved, cfg.prefetch_lookahead, inflight, cfg.workspace_bytes)
         pool_budget = max(0.0, budget - rest["peak_dynamic"])
-    est = estimate(segments, profiles, pool_budget, pool_saved, cfg.prefetch_lookahead if cfg.pool else 0,
-                   inflight if cfg.pool else 0.0, cfg.workspace_bytes)
+    # prefetches in backward may fill what the memory budget leaves, and without one, only what no
+    # segment's backward needs (they never raise the plan's peak)
+    ceiling = 0.0 if budget == math.inf else budget
+    lookahead = cfg.prefetch_lookahead if cfg.pool else 0
+    est = estimate(segments, profiles, pool_budget, pool_saved, lookahead, inflight if cfg.pool else 0.0,
+                   cfg.workspace_bytes, ceiling=ceiling)
+    rooms = _rooms(segments, _segment_needs(segments, profiles), est, ceiling)
     kept = _kept_saved(segments, profiles)
     speed = [_seg_speed_ws(s, profiles) for s in segments if s.recompute and s.strategy == "speed"]
     return Plan(segments, profiles, pool_budget, est, offload_saved=pool_saved and pool_budget < kept,
-                speed_working_set=max(speed + [largest]))
+                speed_working_set=max(speed + [largest]), prefetch_rooms=rooms)
 
 
 @contextlib.contextmanager
@@ -408,8 +535,10 @@ class _RecomputedSegment(torch.autograd.Function):
     def backward(ctx, grad_y):
         runtime = ctx.runtime
         seg = runtime.plan.segments[ctx.index]
-        runtime._prefetch_before(ctx.position)
+        # its own checkpoint first: a late copy then goes before the prefetches on the side stream, and
+        # the prefetches are measured against the room this segment's backward leaves
         x = runtime.pool.get(ctx.handle)
+        runtime._prefetch_before(ctx.position)
         if x.is_cuda:
             runtime._mark_backward_entry(ctx.index, x.device)
         need_x = ctx.needs_input_grad[2]
@@ -419,7 +548,36 @@ class _RecomputedSegment(torch.autograd.Function):
             else:
                 grad_x = _backward_memory(seg, x, grad_y, need_x, ctx.rng)
         ctx.handle = None  # frees the pool entry
+        if x.is_cuda:
+            runtime._mark_backward_exit(ctx.index, x.device)
         return None, None, grad_x, None
+
+
+class _GradRoot(torch.autograd.Function):
+    """A scalar root for backpropagating ``y`` with a gradient taken from ``box`` when backward reaches
+    it. ``torch.autograd.backward(y, grad)`` would keep ``y`` and ``grad`` referenced until the whole
+    call returns; through this root nothing outside autograd does, so autograd frees the gradient
+    once the node that produced ``y`` has used it, and ``y`` unless a node saved it, as in plain
+    training (on VGG-16 a recomputed 392 MiB activation and its 392 MiB gradient stayed alive through
+    the rest of the segment's backward)."""
+
+    @staticmethod
+    def forward(ctx, y: torch.Tensor, box: list):
+        ctx.box = box
+        return y.new_zeros(())
+
+    @staticmethod
+    def backward(ctx, _):
+        return ctx.box.pop(), None
+
+
+def _grad_root(y: torch.Tensor, box: list) -> torch.Tensor | None:
+    """The root to call backward() on (None when ``y`` needs no gradient); the caller keeps no other
+    reference to ``y`` or the gradient in ``box``."""
+    if not y.requires_grad:
+        box.clear()
+        return None
+    return _GradRoot.apply(y, box)
 
 
 def _leaf(a: torch.Tensor, need: bool, module: nn.Module):
@@ -427,21 +585,18 @@ def _leaf(a: torch.Tensor, need: bool, module: nn.Module):
     return leaf, (leaf.clone() if mutates_input(module) else leaf)
 
 
-def _backprop(out: torch.Tensor, grad: torch.Tensor) -> None:
-    if out.requires_grad:
-        torch.autograd.backward(out, grad)
-
-
 def _backward_speed(seg: Segment, x, grad_y, need_x: bool, rng):
     leaf, inp = _leaf(x, need_x, seg.modules[0])
     with _rng_restored(rng, x.device):
-        y = seg.run(inp)
-    _backprop(y, grad_y)
+        root = _grad_root(seg.run(inp), [grad_y])
+    del inp
+    if root is not None:
+        root.backward()
     return leaf.grad if need_x else None
 
 
 def _backward_memory(seg: Segment, x, grad_y, need_x: bool, rng):
-    grad = grad_y
+    box = [grad_y]  # the gradient flowing down, handed from step to step with no other reference
     for start, stop in reversed(memory_steps(seg)):
         with _rng_restored(rng, x.device):
             with torch.no_grad():
@@ -449,11 +604,15 @@ def _backward_memory(seg: Segment, x, grad_y, need_x: bool, rng):
                 a = seg.run(a, stop=start)
             need = need_x or start > 0
             leaf, inp = _leaf(a, need, seg.modules[start])
-            out = seg.run(inp, start, stop)
-        _backprop(out, grad)
-        grad = leaf.grad if need else None
-        del out, leaf, inp, a
-    return grad
+            del a
+            root = _grad_root(seg.run(inp, start, stop), box)
+        del inp
+        if root is not None:
+            root.backward()
+        del root
+        box[:] = [leaf.grad] if need else []
+        del leaf
+    return box.pop() if need_x and box else None
 
 
 class SuperNeuronsModel(nn.Module):
@@ -471,8 +630,10 @@ class SuperNeuronsModel(nn.Module):
         self._prefetch_next = -1  # position where the last prefetch walk stopped (see _prefetch_before)
         self._anchor: torch.Tensor | None = None
         # CUDA allocator readings of the last training step (where its peak happens): allocated bytes
-        # and the running peak when forward ends, and the most allocated at a recomputed segment's
-        # backward entry (after its checkpoint is back), with that segment's index
+        # and the running peak when forward ends, the most allocated at a recomputed segment's
+        # backward entry (after its checkpoint is back) with that segment's index, and the segment
+        # whose backward last raised the running peak (meaningful when the peak counter was reset at
+        # the step's start, as the probe does)
         self.memory_marks: dict = {}
 
     def prepare(self, x: torch.Tensor) -> Plan:
@@ -509,16 +670,32 @@ class SuperNeuronsModel(nn.Module):
         if allocated > self.memory_marks.get("backward_entry_max", -1):
             self.memory_marks.update(backward_entry_max=allocated, backward_entry_max_segment=index)
 
+    def _mark_backward_exit(self, index: int, device: torch.device) -> None:
+        """The segment whose backward last raised the allocator's peak: where the step's peak is, when
+        the peak counter was reset at the step's start (the probe does)."""
+        peak = torch.cuda.max_memory_allocated(device)
+        if peak > self.memory_marks.get("peak_at_backward_exit", self.memory_marks.get("peak_at_forward_end", 0)):
+            self.memory_marks.update(peak_at_backward_exit=peak, peak_segment=index)
+
     def _prefetch_before(self, position: int) -> None:
-        """Before the backward of the checkpoint at ``position``: prefetch the ``prefetch_lookahead``
-        checkpoints before it, and earlier ones while the pool's budget has room, in the order backward
-        needs them. Backward only moves down, so the walk resumes where the last one stopped."""
+        """At the backward of the checkpoint at ``position``: prefetch the ``prefetch_lookahead``
+        checkpoints before it while the bytes being prefetched fit the plan's rooms (so that a prefetch
+        never raises the plan's peak: next to the segment with the largest working set, the checkpoint
+        before it is fetched when its own backward starts), and earlier ones while the pool's budget has
+        room, in the order backward needs them. Backward only moves down, so the walk resumes where
+        the last one stopped."""
         within_lookahead = position - 1 - self.config.prefetch_lookahead
+        rooms = self.plan.prefetch_rooms
         p = min(position - 1, self._prefetch_next)
         while p >= 0:
             handle = self._order[p]()  # weak: a released checkpoint is gone
-            if handle is not None and not self.pool.prefetch(handle, within_budget=p <= within_lookahead):
-                break
+            if handle is not None:
+                if p > within_lookahead:  # in flight until backward reaches it: room in every segment until then
+                    issued = self.pool.prefetch(handle, limit=min(rooms[p + 1:position + 1], default=math.inf))
+                else:
+                    issued = self.pool.prefetch(handle, within_budget=True)
+                if not issued:
+                    break
             p -= 1
         self._prefetch_next = p
 

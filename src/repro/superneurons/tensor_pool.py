@@ -12,8 +12,14 @@ compute stream, so it is not reused while compute still reads it. Pinned buffers
 (shape, stride, dtype) and all host copies run on the one side stream, in order, so a buffer is
 never overwritten before the copy that reads it has run. ``max_inflight_bytes`` bounds the GPU
 memory held by offloads still copying (forward blocks on the oldest copy past it; the seconds it
-blocks are counted in ``inflight_wait_s``). Prefetched tensors count against the budget from the
-moment their copy starts (``prefetch(within_budget=True)`` declines one that would not fit).
+blocks are counted in ``inflight_wait_s``). That memory is reserved, not allocated: the caching
+allocator counts a block free (``memory_allocated``, and so the measured peak) as soon as its tensor
+is dropped, and record_stream only delays the block's reuse until the side stream's event has
+completed, which the allocator checks from the host when it next allocates; so the bound is a host
+wait, which a GPU-side wait could not replace, and it matters under a memory cap, not for the
+allocated peak. Prefetched tensors count against the budget from the moment their copy starts
+(``prefetch(within_budget=True)`` declines one that would not fit; ``limit`` bounds the bytes being
+prefetched, see SuperNeuronsModel._prefetch_before).
 
 On the CPU the pool is a pass-through: tensors stay where they are, but the same bookkeeping (LRU
 order, budget, what would be offloaded and prefetched) runs, so tests exercise it.
@@ -131,14 +137,16 @@ class TensorPool:
         self.stats.peak_resident_bytes = max(self.stats.peak_resident_bytes, self.resident_bytes)
         return e.tensor
 
-    def prefetch(self, handle: Handle, within_budget: bool = False) -> bool:
+    def prefetch(self, handle: Handle, within_budget: bool = False, limit: float = math.inf) -> bool:
         """Start copying an offloaded tensor back (no-op if it is resident or already on its way).
-        ``within_budget``: only if resident and prefetching bytes stay within the budget; returns
-        False when it declined for that reason."""
+        ``within_budget``: only if resident and prefetching bytes stay within the budget; ``limit``:
+        only if the prefetching bytes stay within it; returns False when it declined."""
         e = self.entries.get(handle.id)
         if e is None or e.state != HOST:
             return True
         if within_budget and self.resident_bytes + self.prefetching_bytes + e.nbytes > self.budget_bytes:
+            return False
+        if self.prefetching_bytes + e.nbytes > limit:
             return False
         self._prefetch(e)
         return True
