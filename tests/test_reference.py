@@ -25,6 +25,10 @@ def test_publish_takes_gpu_runs_and_cpu_steps_that_only_combine_them(tmp_path):
     assert (ref / "nvidia-h200" / "p" / "compare" / "record.json").exists()
     assert (ref / "nvidia-h200" / "figures" / "compare.png").read_bytes() == b"png"
     assert reference.find_reference(ref, "p", "compare") == ref / "nvidia-h200" / "p" / "compare"
+    # published, the comparison still finds its inputs among its neighbours (the claims report names its GPU)
+    published_compare = records.read(ref / "nvidia-h200" / "p" / "compare")
+    assert reference.input_gpu_name(published_compare, ref / "nvidia-h200") == "NVIDIA H200"
+    assert reference.input_gpu_name(records.read(results / "p" / "mixed"), results) is None
 
 
 def test_publish_takes_a_sweep_point_only_when_named_and_keeps_its_folder(tmp_path):

@@ -25,7 +25,7 @@ import yaml
 
 from repro import records
 from repro.records import atomic_write_text
-from repro.reference import find_reference
+from repro.reference import find_reference, input_gpu_name
 
 COLUMNS = ["claim_id", "paper", "statement", "paper_value", "target", "measured", "unit", "verdict",
            "source", "hardware", "run_id", "commit"]
@@ -127,6 +127,10 @@ def evaluate(claim: dict, results: Path, reference_root: Path, experiments: Path
     if extras:
         note = "; ".join(filter(None, [note, "also: " + ", ".join(extras)]))
     prov = first["provenance"]
+    hardware = prov.get("gpu_name")
+    if not hardware:  # a CPU step: a comparison of one GPU's records is that GPU's result
+        combined = input_gpu_name(first, Path(first["_dir"]).parents[1])
+        hardware = f"{combined} (CPU step over its records)" if combined else f"CPU {prov.get('cpu', '')}".strip()
     if claim.get("kind") == "model":
         verdict = "model"
     elif source == "this-run":
@@ -135,7 +139,7 @@ def evaluate(claim: dict, results: Path, reference_root: Path, experiments: Path
         verdict = "not-run-here"
         note += f"; on the reference machine it was {'reproduced' if ok else 'not reproduced'}"
     row.update(measured=_fmt(measured), verdict=verdict, source=source,
-               hardware=prov.get("gpu_name") or f"CPU {prov.get('cpu', '')}".strip(),
+               hardware=hardware,
                run_id=first["record_id"], commit=prov.get("commit", "") + ("+dirty" if prov.get("dirty") else ""))
     return {**row, "note": note}
 

@@ -37,22 +37,30 @@ def find_reference(reference_root: Path, paper: str, experiment: str) -> Path | 
     return None
 
 
-def record_gpu(rec: dict, results: Path) -> str:
-    """The GPU (slug) a record's numbers come from: its own, or, for a CPU step whose record inputs
-    all come from one GPU, theirs (input paths are relative to the run's folder, results/..)."""
-    own = gpu_slug(rec["provenance"].get("gpu_name"))
-    if own != "cpu":
-        return own
-    gpus = set()
+def input_gpu_name(rec: dict, results: Path) -> str | None:
+    """The GPU (name) whose records a CPU step combined: the one GPU of all its record inputs, or None
+    (input paths are relative to the run's working directory: results/<paper>/<experiment>/..., read
+    here below ``results``, so that a published folder resolves its inputs among its neighbours)."""
+    names = set()
     for value in (rec.get("inputs") or {}).values():
         path = Path(str(value))
         if path.name != records.RECORD_NAME:
             continue
-        path = path if path.is_absolute() else Path(results).parent / path
+        if not path.is_absolute():
+            path = Path(results).joinpath(*path.parts[1:]) if path.parts[0] == "results" else Path(results).parent / path
         if not path.exists():
-            return own
-        gpus.add(gpu_slug(records.read(path)["provenance"].get("gpu_name")))
-    return gpus.pop() if len(gpus) == 1 else own
+            return None
+        names.add(records.read(path)["provenance"].get("gpu_name"))
+    return names.pop() if len(names) == 1 else None
+
+
+def record_gpu(rec: dict, results: Path) -> str:
+    """The GPU (slug) a record's numbers come from: its own, or, for a CPU step whose record inputs
+    all come from one GPU, theirs (:func:`input_gpu_name`)."""
+    own = gpu_slug(rec["provenance"].get("gpu_name"))
+    if own != "cpu":
+        return own
+    return gpu_slug(input_gpu_name(rec, results))
 
 
 def _nested(results: Path, only: list[str] | None) -> list[Path]:
