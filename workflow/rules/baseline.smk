@@ -6,7 +6,7 @@ rule baseline:
     input:
         cfg=experiment_config("baseline/{exp}"),
         code=sorted(Path("src/repro/baseline").glob("*.py")),
-        trainer=sorted(Path("src/repro/train").glob("*.py")),
+        trainer=TRAINER_CODE,
         train=rules.cifar10.output.train,
         test=rules.cifar10.output.test,
     output:
