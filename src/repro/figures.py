@@ -19,21 +19,37 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from repro import records  # noqa: E402
-from repro.reference import find_reference  # noqa: E402
+from repro.reference import find_reference, input_gpu_name  # noqa: E402
 
 
 def run_record(run_dir: Path) -> dict:
     """A run folder's record.json as a dict, unvalidated ({} when absent: figures then draw without
-    titles)."""
+    titles), with its folder under ``_dir`` (so that a CPU step's subtitle can name its inputs' GPU)."""
     path = Path(run_dir) / "record.json"
-    return json.loads(path.read_text()) if path.is_file() else {}
+    return dict(json.loads(path.read_text()), _dir=str(run_dir)) if path.is_file() else {}
+
+
+def _hardware(record: dict) -> str:
+    """The machine a figure's numbers come from: the record's GPU; for a CPU step over one GPU's
+    records (a sweep's or comparison's summary), that GPU, said so."""
+    gpu = record.get("provenance", {}).get("gpu_name")
+    if gpu:
+        return gpu
+    try:
+        name = record.get("_dir") and input_gpu_name(record, Path(record["_dir"]).parents[1])
+    except (records.RecordError, OSError, ValueError):  # an unreadable input: say only what ran here
+        name = None
+    if name:
+        return f"{name} (CPU step over its records)"
+    return record.get("device", "")
 
 
 def run_subtitle(record: dict, *extra_tags: str) -> str:
     """The line under every figure title: machine, scale, execution mode and data source, plus the
     record's tags named in ``extra_tags`` (e.g. how memory was measured)."""
-    prov, tags = record.get("provenance", {}), record.get("tags", {})
-    parts = [prov.get("gpu_name") or record.get("device", ""), record.get("scale") and f"{record['scale']} scale",
+    tags, sharing = record.get("tags", {}), record.get("provenance", {}).get("gpu_sharing")
+    shared = isinstance(sharing, dict) and sharing.get("gpu_neighbours_max")
+    parts = [_hardware(record), shared and f"GPU shared with up to {shared} other process(es)", record.get("scale") and f"{record['scale']} scale",
              tags.get("mode") and f"mode {tags['mode']}", *(tags.get(t) for t in extra_tags)]
     if "jpeg" in tags.get("data_source", "").lower():
         parts.append("CIFAR-10 JPEG copy (quality 75, 4:2:0 chroma)")

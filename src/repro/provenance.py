@@ -107,3 +107,72 @@ def collect(cfg: dict | None = None) -> dict:
     if cfg is not None:
         prov["config_hash"] = config_hash(cfg)
     return prov
+
+
+# ---- who else used the GPU during a run ---------------------------------------------------------
+def _ancestors(pid: int, proc: Path = Path("/proc")) -> set[int]:
+    """pid and its ancestors (from /proc/<pid>/stat; empty where /proc is unreadable)."""
+    seen = set()
+    while pid > 1 and pid not in seen:
+        seen.add(pid)
+        try:
+            stat = (proc / str(pid) / "stat").read_text()
+            pid = int(stat.rsplit(")", 1)[1].split()[1])  # field 4, after the parenthesised name
+        except (OSError, ValueError, IndexError):
+            break
+    return seen
+
+
+def _compute_pids() -> list[int] | None:
+    """PIDs of the compute processes on this machine's GPUs (nvidia-smi), or None if unknown."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+        return [int(line) for line in out.split() if line.strip().isdigit()]
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+
+
+class GpuNeighbours:
+    """Counts the other processes computing on this machine's GPUs while a run lasts, so that a
+    record says whether its speeds were measured alone or beside other jobs (speeds measured while
+    sharing compare only within one run). A daemon thread samples nvidia-smi every ``interval_s``;
+    our own process and its children (isolated probes) are not neighbours. ``summary()`` is None
+    when it could not tell: no samples, or our own process never showed up in them (nvidia-smi in
+    another PID namespace, as in some containers, reports PIDs we cannot match)."""
+
+    def __init__(self, interval_s: float = 10.0, sample=_compute_pids, ancestors=_ancestors):
+        import threading
+
+        self.interval_s, self._sample, self._ancestors = interval_s, sample, ancestors
+        self.samples, self.max_others, self.self_seen = 0, 0, False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="gpu-neighbours", daemon=True)
+
+    def poll(self) -> None:
+        pids = self._sample()
+        if pids is None:
+            return
+        me = os.getpid()
+        ours = [p for p in pids if me in self._ancestors(p)]
+        self.samples += 1
+        self.self_seen |= bool(ours)
+        self.max_others = max(self.max_others, len(pids) - len(ours))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.poll()
+
+    def __enter__(self) -> "GpuNeighbours":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        self.poll()  # one last look, also for runs shorter than one interval
+
+    def summary(self) -> dict | None:
+        if not self.samples or not self.self_seen:
+            return None
+        return {"gpu_samples": self.samples, "gpu_neighbours_max": self.max_others}

@@ -7,6 +7,7 @@ run record. Exit codes: 0 ok (or skipped: needs a GPU at smoke scale), 2 bad con
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
@@ -102,7 +103,15 @@ def execute(cfg: DictConfig) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     log.info("running %s/%s at %s scale on %s", exp_cfg.paper, exp_cfg.name, scale, device)
     t0 = time.monotonic()
-    result = spec(params, ctx)
+    watch = provenance.GpuNeighbours() if device == "cuda" else contextlib.nullcontext()
+    with watch:
+        result = spec(params, ctx)
+    if device == "cuda":
+        shared = watch.summary()
+        record["provenance"]["gpu_sharing"] = shared or "unknown (nvidia-smi's processes could not be matched)"
+        if shared and shared["gpu_neighbours_max"]:
+            log.warning("%s/%s shared the GPU with up to %d other process(es): its speeds are shared-GPU speeds",
+                        exp_cfg.paper, exp_cfg.name, shared["gpu_neighbours_max"])
     for name, table in result.tables.items():
         path = out_dir / f"{name}.csv"
         records.atomic_write_text(path, table.to_csv(index=False))

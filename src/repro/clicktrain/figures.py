@@ -115,12 +115,11 @@ def budget(run_dir: Path) -> Figure:
                         "not shown to converge)")
     _plain_log(by_epochs, "x")
     by_time.set(xlabel="end-to-end seconds (training + pruning work)", ylabel="final test top-1 (%)",
-                title="accuracy against time")
+                title="accuracy against time\n(times of runs that shared a GPU do not compare)")
     comp.set(xscale="log", xticks=budgets, xlabel="budget E (epochs)", ylabel="conv weight compression (dense / nonzero)",
              title="compression")
     _plain_log(comp, "x")
-    fig.suptitle(f"ClickTrain arms against schedule length, {record.get('scale', '')} scale\n"
-                 f"{run_subtitle(record)}", fontsize=10)
+    fig.suptitle(f"ClickTrain arms against schedule length\n{run_subtitle(record)}", fontsize=10)
     fig.tight_layout()
     return fig
 

@@ -1,0 +1,80 @@
+"""Provenance helpers: who else computed on the GPU while a run lasted."""
+
+import os
+
+from repro.figures import run_subtitle
+from repro.provenance import GpuNeighbours, _ancestors
+
+
+def _watch(samples, children=()):
+    """A watcher fed canned nvidia-smi samples; ``children`` are PIDs whose parent is this process."""
+    me = os.getpid()
+    it = iter(samples)
+    return GpuNeighbours(interval_s=3600, sample=lambda: next(it),
+                         ancestors=lambda pid: {pid, me} if pid in children or pid == me else {pid})
+
+
+def test_counts_other_processes_but_not_ours_or_our_children():
+    me = os.getpid()
+    w = _watch([[me, 111, 222], [me, 4242], [4242]], children=(4242,))
+    for _ in range(3):
+        w.poll()
+    assert w.summary() == {"gpu_samples": 3, "gpu_neighbours_max": 2}
+
+
+def test_alone_is_zero_neighbours():
+    w = _watch([[os.getpid()]])
+    w.poll()
+    assert w.summary() == {"gpu_samples": 1, "gpu_neighbours_max": 0}
+
+
+def test_unknown_when_our_process_never_shows_up_or_no_samples():
+    w = _watch([[111, 222], None])
+    w.poll()
+    w.poll()
+    assert w.summary() is None  # other PID namespace: cannot tell ours from theirs
+    assert _watch([]).summary() is None
+
+
+def test_context_manager_samples_at_exit_even_for_short_runs():
+    me = os.getpid()
+    w = GpuNeighbours(interval_s=3600, sample=lambda: [me, 7], ancestors=lambda pid: {pid})
+    with w:
+        pass
+    assert w.summary() == {"gpu_samples": 1, "gpu_neighbours_max": 1}
+
+
+def test_ancestors_of_this_process_include_itself_and_its_parent():
+    chain = _ancestors(os.getpid())
+    assert os.getpid() in chain and (os.getppid() in chain or os.getppid() <= 1)
+
+
+def test_subtitle_says_when_the_gpu_was_shared():
+    rec = {"provenance": {"gpu_name": "NVIDIA H200", "gpu_sharing": {"gpu_samples": 5, "gpu_neighbours_max": 2}},
+           "scale": "paper"}
+    assert "GPU shared with up to 2 other process(es)" in run_subtitle(rec)
+    rec["provenance"]["gpu_sharing"] = {"gpu_samples": 5, "gpu_neighbours_max": 0}
+    assert "shared" not in run_subtitle(rec)
+
+
+def test_subtitle_of_a_cpu_step_names_the_gpu_of_its_inputs(tmp_path):
+    import json
+
+    from repro.figures import run_record
+
+    gpu_run = tmp_path / "results" / "comet" / "arm"
+    gpu_run.mkdir(parents=True)
+    full = dict(experiment="arm", paper="comet", scale="paper", status="ok", params={}, metrics={},
+                started="2026-12-01T00:00:00+00:00")
+    (gpu_run / "record.json").write_text(json.dumps({**full, "provenance": {"gpu_name": "NVIDIA H200"}}))
+    step = tmp_path / "results" / "comet" / "sweep"
+    step.mkdir()
+    (step / "record.json").write_text(json.dumps({"provenance": {"gpu_name": None}, "device": "cpu",
+                                                  "inputs": {"arm": "results/comet/arm/record.json"}}))
+    assert run_subtitle(run_record(step)).startswith("NVIDIA H200 (CPU step over its records)")
+    (step / "record.json").write_text(json.dumps({"provenance": {}, "device": "cpu", "inputs": {}}))
+    assert run_subtitle(run_record(step)).startswith("cpu")
+    (gpu_run / "record.json").write_text("{}")  # an unreadable input: the step's own machine
+    (step / "record.json").write_text(json.dumps({"provenance": {}, "device": "cpu",
+                                                  "inputs": {"arm": "results/comet/arm/record.json"}}))
+    assert run_subtitle(run_record(step)).startswith("cpu")
