@@ -2,8 +2,12 @@
 # Wheels of the Python packages that the GPU machine's image lacks, for air-gapped machines
 # (CPython 3.12, manylinux x86_64), then their total size.
 #
-#   tools/wheelhouse.sh [--dir DIR] [--with-mlflow]   download the locked set into DIR (.whl/)
-#   tools/wheelhouse.sh --relock                      recompute the lock (python3.12 + network)
+#   tools/wheelhouse.sh [--dir DIR] [--with-mlflow] [--lean]   download the locked set into DIR (.whl/)
+#   tools/wheelhouse.sh --relock                               recompute the lock (python3.12 + network)
+#
+# --lean leaves out pulp (16 MiB; Snakemake imports it only for its ILP scheduler and falls back to
+# the greedy one without it) and pysz (8.5 MiB; only comet/comet_sz3 needs it): for device calls
+# whose transfer is capped (tracked files + wheels + data <= 64 MiB).
 #
 # The set is the dependency closure of snakemake, hydra-core, omegaconf and pysz at the pins in
 # containers/constraints.txt, minus the packages that the H200 image already has (IMAGE below).
@@ -16,12 +20,14 @@ set -euo pipefail
 dir=.whl
 with_mlflow=0
 relock=0
+lean=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dir) dir="$2"; shift 2 ;;
     --with-mlflow) with_mlflow=1; shift ;;
     --relock) relock=1; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    --lean) lean=1; shift ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "wheelhouse.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -121,7 +127,7 @@ locks=("$LOCK")
 reqs() {  # reqs wheel|sdist: the selected lock lines of that kind, as name==version
   local kind="$1"
   grep -hv '^#' "${locks[@]}" | { if [[ $kind == sdist ]]; then grep '# sdist'; else grep -v '# sdist'; fi; } \
-    | sed 's/ *#.*//' | grep . || true
+    | sed 's/ *#.*//' | grep . | { if ((lean)); then grep -Ev '^(pulp|pysz)=='; else cat; fi; } || true
 }
 
 mkdir -p "$dir"
