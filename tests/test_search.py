@@ -40,3 +40,19 @@ def test_ceiling_nothing_fits_and_time_budget():
 def test_bad_range_is_rejected():
     with pytest.raises(ValueError, match="1 <= lo <= hi"):
         largest_fit(_limit(5), 1, 0, 10)
+
+
+def test_a_smaller_growth_brackets_a_near_start_in_fewer_probes():
+    """From a start 15% under the answer, x1.25 steps bracket it within 25% at the second probe
+    (doubling: 100%) and finish in 4 probes instead of 6; it still goes down by /1.25 and stops at
+    the ceiling, and 2 is the default."""
+    calls = []
+    assert largest_fit(_limit(1000, calls), 850, 1, 4096, rel_tol=0.1, growth=1.25) == (956, "exact")
+    assert calls == [850, 1062, 956, 1009]
+    doubling = []
+    assert largest_fit(_limit(1000, doubling), 850, 1, 4096, rel_tol=0.1) == (956, "exact")
+    assert doubling == [850, 1700, 1275, 1062, 956, 1009]
+    assert largest_fit(_limit(100, calls), 850, 1, 4096, growth=1.25) == (100, "exact")  # down by /1.25
+    assert largest_fit(_limit(10**6), 3, 1, 5, growth=1.1) == (5, "ceiling")  # steps of at least one
+    with pytest.raises(ValueError, match="growth must be > 1"):
+        largest_fit(_limit(5), 1, 1, 10, growth=1.0)

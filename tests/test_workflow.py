@@ -15,8 +15,8 @@ EXPERIMENTS = sorted(p.relative_to(REPO / "config" / "experiment").with_suffix("
                      for p in (REPO / "config" / "experiment").glob("*/*.yaml"))
 
 
-def job_counts(workdir: Path, config: dict) -> collections.Counter:
-    """Jobs per rule of a forced dry run, through Snakemake's Python API."""
+def dag_jobs(workdir: Path, config: dict) -> list:
+    """The jobs of a forced dry run, through Snakemake's Python API."""
     from snakemake.api import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings, SnakemakeApi
 
     with SnakemakeApi(OutputSettings(quiet={"all"})) as api:
@@ -25,7 +25,12 @@ def job_counts(workdir: Path, config: dict) -> collections.Counter:
         workflow = wf.dag(DAGSettings(forceall=True)).workflow_api._workflow
         workflow._prepare_dag(forceall=True, ignore_incomplete=True, lock_warn_only=True)
         workflow._build_dag()
-        return collections.Counter(job.rule.name for job in workflow.dag.jobs)
+        return list(workflow.dag.jobs)
+
+
+def job_counts(workdir: Path, config: dict) -> collections.Counter:
+    """Jobs per rule of a forced dry run."""
+    return collections.Counter(job.rule.name for job in dag_jobs(workdir, config))
 
 
 # runs of the ClickTrain budget sweep beyond the arms' configured runs: 5 arms x budgets (10, 20, 40)
@@ -57,6 +62,20 @@ def test_dry_run_job_counts(scale):
 def test_every_experiment_has_a_figure_and_a_rule():
     counts = job_counts(REPO, {"scale": "smoke"})
     assert counts["figure"] == len(EXPERIMENTS) >= 6
+
+
+def test_superneurons_records_feed_the_report():
+    """The superneurons rule builds peak_memory, depth and max_batch; the claims report and the MLflow
+    step take their records (and every figure) as inputs."""
+    jobs = dag_jobs(REPO, {"scale": "smoke"})
+    assert sorted(j.wildcards["exp"] for j in jobs if j.rule.name == "superneurons") == ["depth", "max_batch",
+                                                                                         "peak_memory"]
+    for rule in ("claims", "mlflow"):
+        inputs = {str(f) for j in jobs if j.rule.name == rule for f in j.input}
+        assert {f"results/superneurons/{e}/record.json" for e in ("peak_memory", "depth", "max_batch",
+                                                                  "throughput")} <= inputs
+    claims_inputs = {str(f) for j in jobs if j.rule.name == "claims" for f in j.input}
+    assert "results/figures/max_batch.png" in claims_inputs
 
 
 def _snakemake(*args, cwd=REPO, check=True):

@@ -9,10 +9,12 @@ from typing import Callable
 
 
 def largest_fit(fits: Callable[[int], bool], start: int, lo: int, hi: int, *, abs_tol: int = 1,
-                rel_tol: float = 0.0, budget_s: float = math.inf) -> tuple[int | None, str]:
+                rel_tol: float = 0.0, budget_s: float = math.inf, growth: float = 2.0) -> tuple[int | None, str]:
     """Largest n in [lo, hi] with fits(n), for a monotone fits (a larger n never fits where a
     smaller one fails): doubling from ``start`` (halving while it fails), then bisection until the
-    gap to the smallest failing n is at most max(1, abs_tol, rel_tol * best).
+    gap to the smallest failing n is at most max(1, abs_tol, rel_tol * best). ``growth`` replaces
+    the factor 2 of the first phase: a start known to be near the answer (a time-bounded search at
+    seconds per probe) brackets it closer with, say, 1.25 (each step at least one).
 
     Returns (best or None, bound): 'exact' (a failing n within the tolerance above best, or nothing
     fits), 'ceiling' (hi itself fits) or 'time' (the budget ran out first: best is a lower bound).
@@ -20,6 +22,8 @@ def largest_fit(fits: Callable[[int], bool], start: int, lo: int, hi: int, *, ab
     """
     if not 1 <= lo <= hi:
         raise ValueError(f"need 1 <= lo <= hi, got lo={lo}, hi={hi}")
+    if growth <= 1:
+        raise ValueError(f"growth must be > 1, got {growth}")
     t0 = time.perf_counter()
     last = 0.0
 
@@ -40,12 +44,12 @@ def largest_fit(fits: Callable[[int], bool], start: int, lo: int, hi: int, *, ab
             fit = n
             if n >= hi:
                 return fit, "ceiling"
-            n = min(hi, 2 * n)
+            n = min(hi, max(n + 1, int(growth * n)))
         else:
             fail = n
             if fit is not None or n <= lo:
                 break
-            n = max(lo, n // 2)
+            n = max(lo, min(n - 1, int(n / growth)))
         if out_of_time():
             return fit, "time"
     if fit is None:

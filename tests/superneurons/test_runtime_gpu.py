@@ -168,3 +168,22 @@ def test_all_config_peaks_in_a_segment_backward_within_the_estimate(model):
     assert marks["peak_at_forward_end"] < r["dynamic_bytes"] and marks["peak_segment"] >= 0
     assert r["plan"]["est_prefetched"] == 0
     assert r["dynamic_bytes"] <= 1.05 * r["est_dynamic_bytes"]
+
+
+def test_max_batch_ours_trains_a_batch_plain_cannot(tmp_path):
+    """The largest-batch search end to end on the GPU (a process per probe) on ResNet-50 under a
+    2.5 GiB cap: plain trains batch 16 and runs out of memory at 32 (~78 MiB a sample, 2.5 GiB
+    dynamic at 32 on the H200), ours trains 32 and more (recomputation and the pool: ~22 MiB)."""
+    from repro.experiment import Context
+    from repro.superneurons.experiment import MaxBatchParams, max_batch
+
+    p = MaxBatchParams(networks=[{"name": "resnet50", "model": "resnet50"}], cap_gib=2.5, steps=1, max_batch=64,
+                       resolution=1.0, start_batch={"plain": 16, "ours": 32}, budget_s={"plain": 300, "ours": 300},
+                       probe_timeout_s=180)
+    result = max_batch(p, Context(out_dir=tmp_path, device="cuda"))
+    m, probes = result.metrics, result.tables["max_batch_probes"].set_index(["arm", "batch_size"])
+    print(result.tables["max_batch"].to_string(), m)
+    assert m["max_batch_resnet50_plain"] == 16 and not probes.loc[("plain", 32), "fits"]
+    assert probes.loc[("plain", 32), "reason"].startswith("oom")
+    assert m["max_batch_resnet50_ours"] >= 32 and probes.loc[("ours", 32), "peak_bytes"] <= 2.5 * 2**30
+    assert m["batch_ratio_resnet50"] == m["max_batch_resnet50_ours"] / 16

@@ -1,6 +1,7 @@
 # SuperNeurons arm (A1): the dynamic GPU memory runtime's peak memory per network, the deepest
-# ResNet each arm trains under a 12 GiB cap, and throughput (which reads the depth record for the
-# checkpointing arm's maximum depth). Synthetic data: no dataset step needed.
+# ResNet each arm trains under a 12 GiB cap, the largest batch per network under that cap, and
+# throughput (which reads the depth record for the checkpointing arm's maximum depth). Synthetic
+# data: no dataset step needed.
 
 
 rule superneurons:
@@ -14,7 +15,7 @@ rule superneurons:
     params:
         scale=SCALE,
     wildcard_constraints:
-        exp="peak_memory|depth",
+        exp="peak_memory|depth|max_batch",
     resources:
         gpu=1,
     container:

@@ -27,7 +27,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint_sequential
 
-from repro.superneurons.liveness import (UnitProfile, flatten_units, largest_working_set, param_bytes,
+from repro.superneurons.liveness import (UnitProfile, flatten_units, largest_working_set, mutates_input, param_bytes,
                                          plain_dynamic_estimate, saved_bytes_between)
 from repro.superneurons.runtime import RuntimeConfig, SuperNeuronsModel
 from repro.superneurons.sgd_in_backward import SGDInBackward
@@ -58,6 +58,31 @@ def runtime_config(name: str, memory_budget_bytes: float | None, pool_budget_byt
     raise ValueError(f"unknown arm {name!r}; known: {', '.join(ARMS + PEAK_CONFIGS)}")
 
 
+def checkpoint_segments(units: int) -> int:
+    """Segments of the checkpoint arm: sqrt(units), as checkpoint_sequential is usually run."""
+    return max(1, round(math.sqrt(units)))
+
+
+def unsupported(name: str, units: list[tuple[str, nn.Module]]) -> str | None:
+    """Why arm ``name`` cannot train a model of these units (None: it can).
+
+    checkpoint_sequential keeps each segment's input for the recomputation, and an in-place layer at
+    the start of the next segment (VGG's ReLU(inplace=True)) overwrites it: backward then fails in
+    autograd's version check. torch splits the units into segments of len // segments units (the
+    last takes the rest), so the layers at k x that size are the ones that matter. The ResNets'
+    segments start at blocks, AlexNet's at convolutions or Flatten; VGG-16's start at ReLUs."""
+    if name != "checkpoint":
+        return None
+    segments = checkpoint_segments(len(units))
+    size = len(units) // segments
+    for start in range(size, size * segments, size):
+        unit, module = units[start]
+        if mutates_input(module):
+            return (f"checkpoint_sequential's segment starting at unit {start} ({unit}: {type(module).__name__}, "
+                    "in place) would overwrite the input the previous segment keeps for recomputation")
+    return None
+
+
 @dataclass
 class Optim:
     lr: float = 0.01
@@ -76,10 +101,12 @@ class Arm:
         self.sgd: SGDInBackward | None = None
         self.optimizer = None
         self.units = flatten_units(model)
+        if (why := unsupported(name, self.units)) is not None:
+            raise ValueError(f"arm {name!r} cannot train this model: {why}")
         if name in BASELINE_ARMS:
             self.optimizer = torch.optim.SGD(model.parameters(), lr=optim.lr, momentum=optim.momentum,
                                              weight_decay=optim.weight_decay)
-            self.segments = max(1, round(math.sqrt(len(self.units))))
+            self.segments = checkpoint_segments(len(self.units))
             self._flat = nn.Sequential(*[m for _, m in self.units])
         else:
             cfg = runtime_config(name, memory_budget_bytes, pool_budget_bytes, lookahead, max_inflight_bytes,

@@ -17,6 +17,13 @@ depth        deepest bottleneck ResNet (stages 3:4:6:3 scaled to N blocks, 3N+5 
              checkpoint_sequential, save_on_cpu, ours); exponential then bisection search with a
              time budget per arm; a capped search reports a lower bound and says so.
              Metrics depth_ratio (ours / plain, -> sn.depth), max_conv_layers_ours (-> sn.resnet2500).
+max_batch    largest batch per network (PAPER_NETWORKS: AlexNet, VGG-16, ResNet-50/101/152) that trains
+             a few steps under the per-process cap, per arm (plain and ours; checkpoint and save_on_cpu
+             where they apply: checkpoint_sequential cannot run VGG-16, whose segments start at in-place
+             ReLUs, arms.unsupported); the depth search over the batch size (at paper scale steps
+             of x1.25 from a start near the answer: seconds per probe leave ~3 probes a search),
+             a time budget per (network, arm). Metrics max_batch_<net>_<arm>, batch_ratio_<net>
+             (ours / plain) and its min / max over the networks.
 throughput   images/s of the four arms at one depth all of them train under the cap, and of ours vs
              checkpointing at the checkpointing arm's maximum depth (inputs.depth, the depth record,
              or the parameter). Metrics speed_vs_plain (-> sn.speed), speed_vs_checkpoint. Ours' rows
@@ -24,7 +31,7 @@ throughput   images/s of the four arms at one depth all of them train under the 
              speed-centric working set, checkpoint bytes and the pool's resident budget) and per timed
              step the bytes offloaded / prefetched, late fetches, host seconds waiting for copies and
              in SGDInBackward.
-peak_memory and depth resume: their finished probes go to probe_cache.jsonl in the run folder
+peak_memory, depth and max_batch resume: their finished probes go to probe_cache.jsonl in the run folder
 (superneurons.probe.ProbeCache), so a run killed part-way (a device call's time limit) takes them
 from there when it runs again with the same code, torch and GPU, and tags how many it took; the
 file goes when the record is written. Throughput never resumes: its speeds compare side by side.
@@ -36,22 +43,26 @@ With SGDInBackward the gradients never coexist (4.5 GB + one layer's gradient), 
 the host (probe.py: when 2 x parameters > 40% of the cap) the device holds 4.5 GB of static memory,
 leaving ~7 GiB for activations, checkpoints and working sets.
 
-On the CPU (smoke scale) no CUDA allocator measures memory: peak_memory and depth record the
+On the CPU (smoke scale) no CUDA allocator measures memory: peak_memory, depth and max_batch record the
 liveness model's estimates under ``est_`` keys (the claims then show not-run-here with the H200
 reference), throughput records real CPU timings of the code path.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
 import pandas as pd
+import torch
 
 from repro import records
 from repro.experiment import Context, Result, experiment
+from repro.models import build_model
 from repro.search import largest_fit
-from repro.superneurons.arms import ARMS, PEAK_CONFIGS, WSCAP_CONFIGS
+from repro.superneurons.arms import ARMS, PEAK_CONFIGS, WSCAP_CONFIGS, unsupported
+from repro.superneurons.liveness import flatten_units
 from repro.superneurons.probe import (MIB, ProbeCache, ProbeSpec, largest_working_set_estimate, probe_fingerprint,
                                      run_isolated, run_probe)
 
@@ -230,23 +241,46 @@ def conv_layers(blocks: int) -> int:
     return 3 * blocks + 5
 
 
-def search_depth(probe, start: int, lo_limit: int, hi_limit: int, resolution: float, budget_s: float, log=None):
+def search_largest(probe, start: int, lo_limit: int, hi_limit: int, resolution: float, budget_s: float, key: str,
+                   log=None, what: str = "", growth: float = 2.0) -> tuple[int | None, str, list[dict]]:
     """Largest n in [lo_limit, hi_limit] with probe(n)["fits"] (repro.search.largest_fit: doubling
-    from ``start``, then bisection to ``resolution`` of n, within ``budget_s`` seconds). Returns
-    (best or None, bound, probes) where bound is 'exact' (a failing depth within resolution above),
-    'ceiling' (hi_limit fit) or 'time' (budget ran out first)."""
+    from ``start``, or steps of ``growth``, then bisection to ``resolution`` of n, within ``budget_s``
+    seconds). Every probe's result gets n under ``key`` (blocks, batch_size). Returns (best or None,
+    bound, probes) where bound is 'exact' (a failing n within resolution above), 'ceiling' (hi_limit
+    fit) or 'time' (budget ran out first). The depth and max-batch searches are this one with another n."""
     probes = []
 
     def fits(n):
         r = probe(n)
-        r["blocks"] = n
+        r[key] = n
         probes.append(r)
         if log:
-            log.info("depth probe blocks=%d: %s (%.1fs)", n, r["reason"], r.get("wall_s", 0.0))
+            log.info("%s probe %s=%d: %s (%.1fs)", what or key, key, n, r["reason"], r.get("wall_s", 0.0))
         return r["fits"]
 
-    best, bound = largest_fit(fits, start, lo_limit, hi_limit, rel_tol=resolution, budget_s=budget_s)
+    best, bound = largest_fit(fits, start, lo_limit, hi_limit, rel_tol=resolution, budget_s=budget_s, growth=growth)
     return best, bound, probes
+
+
+def search_depth(probe, start: int, lo_limit: int, hi_limit: int, resolution: float, budget_s: float, log=None):
+    """search_largest over bottleneck blocks (each probe's result gets ``blocks``)."""
+    return search_largest(probe, start, lo_limit, hi_limit, resolution, budget_s, "blocks", log, "depth")
+
+
+def search_bracket(probes: list[dict], key: str) -> tuple[int, str]:
+    """What a search left above its best: the smallest failing n (0: none failed) and the last
+    failing probe's reason (what limited it; "" when none failed)."""
+    fails = [r for r in probes if not r["fits"]]
+    return min((r[key] for r in fails), default=0), (fails[-1]["reason"] if fails else "")
+
+
+def probe_row(r: dict, measured: bool) -> dict:
+    """The columns of a search's per-probe table that say how the probe went (depth, max_batch)."""
+    return dict(fits=r["fits"], reason=r["reason"], measured=measured, peak_bytes=r.get("peak_bytes"),
+                est_peak_bytes=(r.get("est_static_bytes") or 0) + (r.get("est_dynamic_bytes") or 0),
+                step_s=r.get("step_s"), wall_s=r.get("wall_s"), momentum_on_host=r.get("momentum_on_host"),
+                recomputed_segments=(r.get("plan") or {}).get("recomputed"),
+                offloaded_bytes_per_step=(r.get("per_step") or {}).get("offloaded_bytes"))
 
 
 @experiment(params=DepthParams)
@@ -261,19 +295,11 @@ def depth(p: DepthParams, ctx: Context) -> Result:
                                   cap_bytes=cap), ctx, cache)
         best, bound, probes = search_depth(probe, p.start_blocks.get(arm, 32), p.min_blocks, p.max_blocks,
                                            p.resolution, p.arm_budget_s.get(arm, 60), ctx.log)
-        for r in probes:
-            rows.append(dict(arm=arm, blocks=r["blocks"], conv_layers=conv_layers(r["blocks"]), fits=r["fits"],
-                             reason=r["reason"], measured=measured, peak_bytes=r.get("peak_bytes"),
-                             est_peak_bytes=(r.get("est_static_bytes") or 0) + (r.get("est_dynamic_bytes") or 0),
-                             step_s=r.get("step_s"), wall_s=r.get("wall_s"),
-                             momentum_on_host=r.get("momentum_on_host"),
-                             recomputed_segments=(r.get("plan") or {}).get("recomputed"),
-                             offloaded_bytes_per_step=(r.get("per_step") or {}).get("offloaded_bytes")))
-        last_fail = next((r["reason"] for r in reversed(probes) if not r["fits"]), "")
-        fails = [r["blocks"] for r in probes if not r["fits"]]
+        rows += [dict(arm=arm, blocks=r["blocks"], conv_layers=conv_layers(r["blocks"]), **probe_row(r, measured))
+                 for r in probes]
+        min_fail, last_fail = search_bracket(probes, "blocks")
         summary.append(dict(arm=arm, max_blocks=best or 0, max_conv_layers=conv_layers(best) if best else 0,
-                            min_fail_blocks=min(fails) if fails else 0, bound=bound, limited_by=last_fail,
-                            probes=len(probes)))
+                            min_fail_blocks=min_fail, bound=bound, limited_by=last_fail, probes=len(probes)))
         ctx.log.info("depth %s: max %s blocks (%s; failing probe: %s)", arm, best, bound, last_fail)
     table = pd.DataFrame(summary).set_index("arm")
     prefix = "" if measured else "est_"
@@ -292,6 +318,118 @@ def depth(p: DepthParams, ctx: Context) -> Result:
     finish_cache(cache, tags)
     return Result(metrics=metrics, tables={"depth": table.reset_index(), "depth_probes": pd.DataFrame(rows)},
                   tags=tags)
+
+
+# ---- largest batch ----------------------------------------------------------------------------
+@dataclass
+class MaxBatchParams(BenchParams):
+    """The search sets every probe's batch size (``batch_size`` is not used). ``start_batch`` and
+    ``budget_s`` are per arm ({arm: n}) and may name a network for per-(network, arm) values
+    ({network: {arm: n}}), which win."""
+
+    networks: list = field(default_factory=lambda: [dict(n) for n in PAPER_NETWORKS])  # name, model, kw, image_size
+    arms: list = field(default_factory=lambda: ["plain", "ours"])
+    cap_gib: float = 12.0  # per-process memory cap (on the CPU: the liveness estimate's cap)
+    start_batch: dict = field(default_factory=lambda: {"plain": 64, "checkpoint": 128, "save_on_cpu": 64,
+                                                       "ours": 128})
+    min_batch: int = 1
+    max_batch: int = 4096  # search ceiling (a hit is reported as a lower bound)
+    resolution: float = 0.1  # bisection stops when (fail - fit) <= resolution * fit (and >= 1)
+    growth: float = 2.0  # first phase: x growth from the start while it fits (/ growth while it fails)
+    budget_s: dict = field(default_factory=lambda: {"plain": 30, "checkpoint": 40, "save_on_cpu": 40, "ours": 45})
+    steps: int = 1
+
+    def per_search(self, table: str, network: str, arm: str) -> float:
+        """start_batch / budget_s of one (network, arm) search: its network's entry, else its arm's."""
+        values = getattr(self, table)
+        by_network = values.get(network)
+        if isinstance(by_network, dict) and arm in by_network:
+            return by_network[arm]
+        if arm not in values or isinstance(values[arm], dict):
+            raise ValueError(f"{table}: no value for arm {arm!r} (network {network}); give {{{arm}: n}} "
+                             f"or {{{network}: {{{arm}: n}}}}")
+        return values[arm]
+
+    def check(self, names: list[str]) -> None:
+        """Keys of start_batch / budget_s are arms or networks: of ``networks``, or of PAPER_NETWORKS,
+        whose entries the smoke block inherits (dicts merge); a misspelt network would silently take
+        the per-arm value. Network names are unique, every search has a start and a budget, the search
+        bounds are sane."""
+        known = list(dict.fromkeys([*names, *(n["name"] for n in PAPER_NETWORKS)]))
+        for table in ("start_batch", "budget_s"):
+            for key, value in getattr(self, table).items():
+                if isinstance(value, dict):
+                    if key not in known or set(value) - set(ARMS):
+                        raise ValueError(f"{table}.{key}: per-network entries need a network ({known}) and "
+                                         f"arms of {list(ARMS)}; got {{{key}: {dict(value)}}}")
+                elif key not in ARMS:
+                    raise ValueError(f"{table}: {key!r} is neither an arm ({list(ARMS)}) nor a network ({known})")
+        if len(set(names)) < len(names):
+            raise ValueError(f"networks: names must be unique (they key the metrics); got {names}")
+        for table in ("start_batch", "budget_s"):  # every search has both (per_search names a missing one)
+            for name in names:
+                for arm in self.arms:
+                    self.per_search(table, name, arm)
+        if not 1 <= self.min_batch <= self.max_batch or self.resolution < 0 or self.growth <= 1:
+            raise ValueError(f"need 1 <= min_batch <= max_batch, resolution >= 0 and growth > 1; got min_batch="
+                             f"{self.min_batch}, max_batch={self.max_batch}, resolution={self.resolution}, "
+                             f"growth={self.growth}")
+
+
+def check_arms_apply(arms: list[str], networks: list[dict], num_classes: int | None) -> None:
+    """Refuse an arm that cannot train one of the networks (arms.unsupported: checkpoint_sequential
+    on VGG-16's in-place ReLUs) before any probe runs, naming both: in a probe it would fail every
+    batch size and spend its search's budget finding nothing. Models are built on the meta device
+    (no memory, no initialisation cost)."""
+    for net in networks:
+        name, model, kw, _ = _network(net)
+        with torch.device("meta"):
+            units = flatten_units(build_model(model, num_classes, **kw))
+        for arm in arms:
+            if (why := unsupported(arm, units)) is not None:
+                raise ValueError(f"arms: {arm!r} does not apply to network {name} ({model}): {why}; "
+                                 f"drop {arm!r} from arms or {name} from networks")
+
+
+@experiment(params=MaxBatchParams)
+def max_batch(p: MaxBatchParams, ctx: Context) -> Result:
+    _check_arms(p.arms, ARMS, "arms")
+    networks = [_network(net) for net in p.networks]
+    check_arms_apply(p.arms, p.networks, p.num_classes)
+    p.check([name for name, *_ in networks])
+    measured = ctx.device == "cuda"
+    cap = p.cap_gib * GIB
+    rows, summary, cache = [], [], probe_cache(ctx)
+    for name, model, kw, size in networks:
+        for arm in p.arms:
+            def probe(n, arm=arm, model=model, kw=kw, size=size):
+                spec = dataclasses.replace(p.spec(arm, ctx, model=model, model_kw=kw, cap_bytes=cap), batch_size=n,
+                                           image_size=size or p.image_size)
+                return p.probe(spec, ctx, cache)
+            start = time.perf_counter()
+            best, bound, probes = search_largest(probe, int(p.per_search("start_batch", name, arm)), p.min_batch,
+                                                 p.max_batch, p.resolution, p.per_search("budget_s", name, arm),
+                                                 "batch_size", ctx.log, f"max_batch {name}/{arm}", p.growth)
+            rows += [dict(network=name, arm=arm, batch_size=r["batch_size"], **probe_row(r, measured)) for r in probes]
+            min_fail, last_fail = search_bracket(probes, "batch_size")
+            summary.append(dict(network=name, arm=arm, max_batch=best or 0, min_fail_batch=min_fail, bound=bound,
+                                limited_by=last_fail, probes=len(probes), search_s=time.perf_counter() - start))
+            ctx.log.info("max_batch %s/%s: %s (%s; failing probe: %s)", name, arm, best, bound, last_fail)
+    table = pd.DataFrame(summary)
+    prefix = "" if measured else "est_"
+    metrics = {f"{prefix}max_batch_{r.network}_{r.arm}": float(r.max_batch) for r in table.itertuples()}
+    ratios = {}
+    for name, by in table.set_index("arm").groupby("network", sort=False):
+        if {"plain", "ours"} <= set(by.index) and by.loc["plain", "max_batch"] > 0:
+            ratios[name] = float(by.loc["ours", "max_batch"] / by.loc["plain", "max_batch"])
+            metrics[f"{prefix}batch_ratio_{name}"] = ratios[name]
+    if ratios and len(ratios) == len(networks):  # over the networks, so it needs every one
+        metrics[f"{prefix}batch_ratio_min"] = min(ratios.values())
+        metrics[f"{prefix}batch_ratio_max"] = max(ratios.values())
+    tags = {"memory_source": "cuda allocator under the cap" if measured else "liveness estimate vs the cap (CPU)",
+            **{f"bound_{r.network}_{r.arm}": r.bound for r in table.itertuples()}}
+    finish_cache(cache, tags)
+    return Result(metrics=metrics, tables={"max_batch": table, "max_batch_probes": pd.DataFrame(rows)}, tags=tags)
 
 
 # ---- throughput -------------------------------------------------------------------------------

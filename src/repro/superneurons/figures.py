@@ -98,3 +98,57 @@ def throughput(run_dir: Path) -> Figure:
     else:
         fig.tight_layout()
     return fig
+
+
+def max_batch(run_dir: Path) -> Figure:
+    """Largest trainable batch per network and arm (a whisker up to the smallest failing batch where a
+    search stopped short of its resolution), ours / plain above each network, and every probe."""
+    run_dir = Path(run_dir)
+    summary = pd.read_csv(run_dir / "max_batch.csv")
+    probes = pd.read_csv(run_dir / "max_batch_probes.csv")
+    record = run_record(run_dir)
+    networks, arms = list(dict.fromkeys(summary.network)), list(dict.fromkeys(summary.arm))
+    fig = Figure(figsize=(13, 4.4))
+    bars, search = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
+    sns.barplot(summary, x="network", y="max_batch", hue="arm", order=networks, hue_order=arms, ax=bars)
+    top = max(summary.max_batch.max(), summary.min_fail_batch.max(), 1)
+    positive = summary.max_batch[summary.max_batch > 0]
+    log = len(positive) and top / positive.min() > 20
+    for container, arm in zip(bars.containers, arms):  # one bar per network, in order
+        rows = summary[summary.arm == arm].set_index("network")
+        for patch, net in zip(container, networks):
+            r = rows.loc[net]
+            x = patch.get_x() + patch.get_width() / 2
+            if r.max_batch > 0 and r.min_fail_batch > r.max_batch and r.bound != "exact":  # a bracket
+                bars.vlines(x, r.max_batch, r.min_fail_batch, color="black", lw=1)
+            if r.max_batch > 0:
+                label = ("≥" if r.bound != "exact" else "") + f"{r.max_batch:.0f}"
+            else:  # nothing fitted: below the smallest failing batch
+                label = f"<{r.min_fail_batch:.0f}" if r.bound == "time" and r.min_fail_batch else "none"
+            bars.annotate(label, (x, max(r.max_batch, 1)), ha="center", va="bottom", fontsize=7)
+    metrics = record.get("metrics", {})
+    ratios = []  # ours / plain under each network's name
+    for net in networks:
+        key = next((k for k in (f"batch_ratio_{net}", f"est_batch_ratio_{net}") if k in metrics), None)
+        ratios.append(f"{net}\nours / plain {metrics[key]:.2f}x" if key else net)
+    bars.set_xticks(range(len(networks)), ratios)
+    bars.set_yscale("log" if log else "linear")
+    bars.set_ylim(bottom=1 if log else 0, top=top * (3 if log else 1.15))  # room for the labels
+    cap = record.get("params", {}).get("cap_gib", "?")
+    span = "n/a"
+    for prefix, note in (("", ""), ("est_", " (estimate)")):
+        if f"{prefix}batch_ratio_min" in metrics:
+            span = (f"{metrics[prefix + 'batch_ratio_min']:.2f} to {metrics[prefix + 'batch_ratio_max']:.2f}x"
+                    f"{note}")
+            break
+    bars.set(xlabel="", ylabel="largest batch that trains" + (" (log)" if log else ""),
+             title=f"max batch under {cap} GiB; ours / plain {span}")
+    bars.legend(title="arm", fontsize=8)
+    probes = probes.assign(search=probes.network + " / " + probes.arm,
+                           outcome=probes.fits.map({True: "fits", False: "fails"}))
+    sns.scatterplot(probes, x="batch_size", y="search", hue="outcome", style="outcome", ax=search,
+                    palette={"fits": "tab:green", "fails": "tab:red"}, s=40)
+    search.set(xscale="log", xlabel="batch probed (log)", ylabel="", title="search probes")
+    fig.suptitle(f"SuperNeurons largest batch\n{run_subtitle(record, 'memory_source', 'timing')}", fontsize=10)
+    fig.tight_layout()
+    return fig
