@@ -23,7 +23,7 @@ CONFIG = REPO / "config" / "experiment" / "clicktrain" / "clicktrain_budget.yaml
 
 def test_config_at_both_scales():
     paper, smoke = read_config(CONFIG, "paper"), read_config(CONFIG, "smoke")
-    assert paper.budgets == [10, 20, 40] and smoke.budgets == [3, 4]
+    assert paper.budgets == [10, 20, 40, 80] and smoke.budgets == [3, 4]
     assert set(paper.arms) == {"dense", "clicktrain", "admm", "prunetrain", "sparse24"} and paper.arms == smoke.arms
     assert paper.tolerance == 0.3
     for experiment in paper.arms.values():
