@@ -183,9 +183,11 @@ def test_probe_budget_keeps_a_network_that_fits_resident():
               momentum_on_host="no")
     fits = run_probe(ProbeSpec(arm="ours", cap_bytes=1e9, **kw))
     assert fits["plan"]["recomputed"] == 0 and fits["per_step"]["offloaded_bytes"] == 0
-    cap = (0.45 * fits["est_dynamic_bytes"] + fits["est_static_bytes"]) / (1 - 0.125)  # plan_margin 0.125
+    assert fits["sgd"] == "after backward"  # room for every gradient: torch.optim's step, as plain
+    # static with SGD in backward: parameters + momentum (the gradients never coexist)
+    cap = (0.45 * fits["est_dynamic_bytes"] + 2 * fits["params_bytes"]) / (1 - 0.125)  # plan_margin 0.125
     tight = run_probe(ProbeSpec(arm="ours", cap_bytes=cap, **kw))
-    assert tight["fits"] and tight["plan"]["recomputed"] > 0
+    assert tight["fits"] and tight["plan"]["recomputed"] > 0 and tight["sgd"] == "in backward"
     assert set(tight["per_step"]) == {"offloaded_bytes", "prefetched_bytes", "late_fetches", "inflight_wait_s",
                                       "sgd_host_s"}
 

@@ -77,3 +77,46 @@ def test_an_incomplete_group_is_updated_when_backward_ends():
         assert torch.allclose(p, q, rtol=0, atol=1e-6), name
     assert torch.equal(model[2].unused, torch.ones(3))  # no gradient, no update
     assert sgd.updates == 3 * (len(sgd.params) - 1)
+
+
+def _arm_and_batch(budget, momentum_on_host=False):
+    from repro.superneurons.arms import Arm, Optim
+
+    torch.manual_seed(2)
+    model = build_model("bottleneck_resnet", 10, blocks=4, width=4)
+    ref = copy.deepcopy(model)
+    arm = Arm("ours", model, Optim(lr=0.05, momentum=0.9, weight_decay=5e-4), memory_budget_bytes=budget,
+              momentum_on_host=momentum_on_host)
+    x, y = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
+    return arm, ref, x, y
+
+
+def test_ours_steps_after_backward_where_the_budget_holds_every_gradient():
+    """With room for all gradients at once, ours uses torch.optim's step after backward (plain's
+    update, no per-unit hooks) and trains exactly as plain SGD does."""
+    arm, ref, x, y = _arm_and_batch(budget=1e12)
+    arm.prepare(x)
+    assert arm.sgd_placement == "after backward" and arm.sgd is None
+    assert isinstance(arm.optimizer, torch.optim.SGD)
+    opt = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+    for _ in range(3):
+        arm.step(x, y)
+        opt.zero_grad()
+        F.cross_entropy(ref(x), y).backward()
+        opt.step()
+    for p, q in zip(ref.parameters(), arm.model.parameters()):
+        assert torch.allclose(p, q, rtol=0, atol=1e-5)
+    assert arm.estimated_static() == 3 * sum(p.numel() * p.element_size() for p in ref.parameters())
+    arm.close()
+
+
+@pytest.mark.parametrize("budget, on_host", [(None, False), (1.0, False), (1e12, True)])
+def test_ours_keeps_sgd_in_backward_without_room_for_the_gradients(budget, on_host):
+    """No budget (the peak-memory table), a budget the gradients would exceed, or momentum on the
+    host: SGD stays inside backward."""
+    arm, _, x, y = _arm_and_batch(budget, momentum_on_host=on_host)
+    arm.prepare(x)
+    assert arm.sgd_placement == "in backward" and arm.optimizer is None
+    arm.step(x, y)
+    assert all(p.grad is None for p in arm.model.parameters())  # applied and freed inside backward
+    arm.close()

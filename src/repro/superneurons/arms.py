@@ -96,7 +96,7 @@ class Arm:
     def __init__(self, name: str, model: nn.Module, optim: Optim, *, memory_budget_bytes: float | None = None,
                  pool_budget_bytes: float | None = None, lookahead: int = 2, momentum_on_host: bool = False,
                  max_inflight_bytes: float = 512 * 2**20, workspace_bytes: float = 0.0):
-        self.name, self.model = name, model
+        self.name, self.model, self.optim = name, model, optim
         self.runtime: SuperNeuronsModel | None = None
         self.sgd: SGDInBackward | None = None
         self.optimizer = None
@@ -114,6 +114,31 @@ class Arm:
             self.runtime = SuperNeuronsModel(model, cfg)
             self.sgd = SGDInBackward(model, optim.lr, optim.momentum, optim.weight_decay,
                                      momentum_on_host=momentum_on_host)
+
+    def prepare(self, x: torch.Tensor):
+        """Plan ours on ``x``'s shape (the runtime's plan; None for the other arms). Where the plan
+        leaves room under the memory budget for every gradient at once (and momentum lives on the
+        GPU), SGD runs after backward as torch.optim's multi-tensor step, as plain training does:
+        gradient liveness buys nothing there, and applying SGD unit by unit inside backward costs
+        host time that delays backward's own launches (64 bottleneck blocks on the H200: 6 ms of
+        hooks in a step plain PyTorch runs in 60 ms). Without a budget (the peak-memory table) or
+        when the gradients would not fit, SGD stays in backward."""
+        if self.runtime is None:
+            return None
+        plan = self.runtime.prepare(x)
+        budget = self.runtime.config.memory_budget_bytes
+        if (self.sgd is not None and budget is not None and not self.sgd.momentum_on_host
+                and plan.estimate["peak_dynamic"] + param_bytes(self.model) <= budget):
+            self.sgd.remove()
+            self.sgd = None
+            self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.optim.lr, momentum=self.optim.momentum,
+                                             weight_decay=self.optim.weight_decay, foreach=True)
+        return plan
+
+    @property
+    def sgd_placement(self) -> str:
+        """Where the optimiser step runs: "in backward" (SGDInBackward) or "after backward"."""
+        return "in backward" if self.sgd is not None else "after backward"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.runtime is not None:
@@ -151,7 +176,7 @@ class Arm:
     def estimated_static(self) -> float:
         """Parameters + optimizer state (+ gradients for torch.optim, which keeps them between steps)."""
         p = param_bytes(self.model)
-        if self.optimizer is not None:
+        if self.sgd is None:  # torch.optim (the baselines, or ours with SGD after backward)
             return 3.0 * p
         return p + (0.0 if self.sgd.momentum_on_host else p)
 
@@ -165,7 +190,8 @@ class Arm:
             return 0.0
         est = self.runtime.plan.estimate if self.runtime.plan else None
         offloaded = (est["checkpoints"] - est["resident_checkpoints"]) if est else 0.0
-        return PINNED_ROUNDING * (offloaded + (param_bytes(self.model) if self.sgd.momentum_on_host else 0.0))
+        on_host = self.sgd is not None and self.sgd.momentum_on_host
+        return PINNED_ROUNDING * (offloaded + (param_bytes(self.model) if on_host else 0.0))
 
     def close(self) -> None:
         if self.sgd is not None:

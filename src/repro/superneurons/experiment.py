@@ -473,7 +473,7 @@ def throughput(p: ThroughputParams, ctx: Context) -> Result:
                          recomputed_units=plan.get("recomputed_units"), memory_centric=plan.get("memory_centric"),
                          speed_working_set=plan.get("speed_working_set"),
                          checkpoint_bytes=plan.get("est_checkpoints"), pool_budget_bytes=plan.get("pool_budget_bytes"),
-                         peak_resident_bytes=(r.get("pool") or {}).get("peak_resident_bytes"),
+                         peak_resident_bytes=(r.get("pool") or {}).get("peak_resident_bytes"), sgd=r.get("sgd"),
                          **{f"{k}_per_step": v for k, v in per_step.items()}))
     table = pd.DataFrame(rows)
 

@@ -197,8 +197,9 @@ def run_probe(spec: ProbeSpec) -> dict:
                   momentum_on_host=host_momentum, max_inflight_bytes=spec.max_inflight_bytes,
                   workspace_bytes=_workspace_counted(spec, cuda))
         if arm.runtime is not None:
-            profiles = arm.runtime.prepare(x).profiles
+            profiles = arm.prepare(x).profiles
             out["plan"] = arm.runtime.plan.summary()
+            out["sgd"] = arm.sgd_placement
         else:
             profiles = profile_units(arm.units, x) if (not cuda or spec.arm == "save_on_cpu") else None
         out.update(params_bytes=params, momentum_on_host=host_momentum)
@@ -220,7 +221,8 @@ def run_probe(spec: ProbeSpec) -> dict:
         _sync(device)
         if arm.runtime is not None:  # diagnostics of the timed steps only
             arm.runtime.pool.reset_stats()
-            arm.sgd.host_s = 0.0
+            if arm.sgd is not None:
+                arm.sgd.host_s = 0.0
         peak_allocated = 0
         if cuda:
             start_bytes = torch.cuda.memory_allocated(device)  # the batch (x, y) is not the model's
@@ -252,7 +254,7 @@ def run_probe(spec: ProbeSpec) -> dict:
                                    prefetched_bytes=stats.prefetched_bytes / spec.steps,
                                    late_fetches=stats.late_fetches / spec.steps,
                                    inflight_wait_s=stats.inflight_wait_s / spec.steps,
-                                   sgd_host_s=arm.sgd.host_s / spec.steps)
+                                   sgd_host_s=arm.sgd.host_s / spec.steps if arm.sgd is not None else 0.0)
         return out
     except torch.OutOfMemoryError as e:
         out["reason"] = "oom: " + str(e).split("\n")[0][:200]
