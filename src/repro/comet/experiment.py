@@ -191,6 +191,7 @@ class ArmParams(TrainParams):
     retune_every: int = 100  # adaptive: steps between re-tunes (W)
     min_numel: int = 4096  # smaller saved tensors are kept as they are
     group_size: int = 256  # actnn: values per quantisation group
+    value_order: str = "logical"  # the order codecs see a tensor's values: logical (NCHW) | memory (hooks.dense_flat)
     probe_batch: int = 0  # batch of the memory probe; 0 = batch_size
 
 
@@ -237,7 +238,8 @@ def train_arm(p: ArmParams, ctx: Context) -> Result:
     model = build_model(p.model, num_classes=len(train_split.classes), **p.model_kw)
     hooks = make_hooks(p.method, eb=p.eb, fraction=p.grad_error_fraction, bn_fraction=p.bn_fraction,
                        eb_min=p.eb_min, eb_max=p.eb_max, retune_every=p.retune_every, min_numel=p.min_numel,
-                       group_size=p.group_size, seed=ctx.seed, kernels_dir=ctx.inputs.get("kernels"))
+                       group_size=p.group_size, seed=ctx.seed, kernels_dir=ctx.inputs.get("kernels"),
+                       value_order=p.value_order)
     checkpoint = ctx.out_dir / "checkpoint.pt" if p.checkpoint else None
     result = train(model, train_split, test_split, _train_config(p), device=ctx.device, seed=ctx.seed, hooks=hooks,
                    checkpoint=checkpoint, log=ctx.log, progress=ctx.progress)
@@ -309,6 +311,7 @@ class MaxBatchParams:
     eb: float = 0.05  # fixed: error bound of every layer (no training here, so no adaptive re-tuning)
     min_numel: int = 4096
     group_size: int = 256
+    value_order: str = "logical"
     channels_last: bool = True
 
 
@@ -365,7 +368,8 @@ def max_batch(p: MaxBatchParams, ctx: Context) -> Result:
         if p.channels_last and ctx.device == "cuda":
             model = model.to(memory_format=torch.channels_last)
         hooks = make_hooks(method, eb=p.eb, min_numel=p.min_numel, group_size=p.group_size, seed=ctx.seed,
-                           kernels_dir=ctx.inputs.get("kernels")) or SavedTensorAccounting(p.min_numel)
+                           kernels_dir=ctx.inputs.get("kernels"), value_order=p.value_order) \
+            or SavedTensorAccounting(p.min_numel)
         hooks.wrap_model(model)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 
@@ -503,6 +507,7 @@ class StepBenchParams:
     eb: float = 0.05  # fixed and adaptive (before any re-tune: the bench is shorter than W)
     min_numel: int = 4096
     group_size: int = 256
+    value_order: str = "logical"
     warmup: int = 5
     steps: int = 40
     rounds: int = 2  # the methods run round-robin this many times; the median round counts
@@ -542,7 +547,7 @@ def step_bench(p: StepBenchParams, ctx: Context) -> Result:
         if p.channels_last and cuda:
             model = model.to(memory_format=torch.channels_last)
         hooks = make_hooks(method, eb=p.eb, min_numel=p.min_numel, group_size=p.group_size, seed=ctx.seed,
-                           kernels_dir=ctx.inputs.get("kernels"))
+                           kernels_dir=ctx.inputs.get("kernels"), value_order=p.value_order)
         clock = None
         if hooks is not None:
             hooks.wrap_model(model)
