@@ -70,7 +70,12 @@ MIB = 2**20
 # Since we cannot see when libcudnn reads the variable, it is set in the probe process's environment
 # before Python starts (run_isolated; an in-process probe records that it was not applied). Whether
 # cuDNN 9 still honours it is not documented anywhere we found: on the GPU, the "all" vs "all+wscap"
-# rows of the peak-memory table are the test.
+# rows of the peak-memory table are the test (session 5 and 6: equal to the byte, so it does not).
+# What does work is ATen's own fallback: ``cap_to_plan`` caps the probe process at what the plan
+# needs (the static bytes and the plan's estimated dynamic peak, which counts workspace_cap_mib as
+# the convolution workspace, plus a slack share), so that a convolution whose preferred engine
+# config needs more workspace than is left falls back to one that fits (try_configs above): the
+# fastest algorithm whose workspace fits the memory left, as SuperNeurons picks it.
 WSCAP_ENV = "CUDNN_CONV_WSCAP_DBG"
 
 
@@ -89,6 +94,7 @@ class ProbeSpec:
     plan_margin: float = 0.125  # share of the cap the runtime's plan leaves free (see the module docstring)
     pool_budget_bytes: float | None = None  # ablation configs: resident pool bytes
     workspace_cap_mib: int | None = None  # cuDNN workspace cap (WSCAP_ENV) of an isolated probe
+    cap_to_plan: float | None = None  # ours on the GPU: cap the process at the plan's need x (1 + this)
     lookahead: int = 2
     max_inflight_bytes: float = 512 * 2**20  # GPU memory of offloads still copying before forward waits
     momentum_on_host: str = "auto"  # auto | yes | no; auto: on the host when 2 x params > 40% of the cap
@@ -107,6 +113,9 @@ class ProbeSpec:
             raise ValueError("a probe needs warmup >= 1 and steps >= 1")
         if self.workspace_cap_mib is not None and self.workspace_cap_mib < 1:
             raise ValueError(f"workspace_cap_mib must be >= 1 MiB or None, got {self.workspace_cap_mib}")
+        if self.cap_to_plan is not None and (self.cap_to_plan < 0 or self.cap_bytes is not None):
+            raise ValueError(f"cap_to_plan must be >= 0, and cannot go with cap_bytes (the plan's cap replaces "
+                             f"it); got cap_to_plan={self.cap_to_plan}, cap_bytes={self.cap_bytes}")
 
 
 def probe_env(spec: ProbeSpec) -> dict:
@@ -168,6 +177,17 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _cap_to_plan(arm: Arm, device: torch.device, static_to_come: float, slack: float) -> float:
+    """Cap this process at what ours' plan needs: what is allocated now (parameters, the batch), the
+    static bytes still to come (momentum), the plan's estimated dynamic peak (its workspace allowance
+    included) x (1 + slack), and 32 MiB for library handles. Returns the cap in bytes."""
+    need = (torch.cuda.memory_allocated(device) + static_to_come
+            + (1 + slack) * float(arm.runtime.plan.estimate["peak_dynamic"]) + 32 * MIB)
+    total = torch.cuda.get_device_properties(device).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, need / total), device)
+    return need
+
+
 def run_probe(spec: ProbeSpec) -> dict:
     device = torch.device(spec.device)
     cuda = device.type == "cuda"
@@ -200,6 +220,8 @@ def run_probe(spec: ProbeSpec) -> dict:
             profiles = arm.prepare(x).profiles
             out["plan"] = arm.runtime.plan.summary()
             out["sgd"] = arm.sgd_placement
+            if cuda and spec.cap_to_plan is not None:
+                out["plan_cap_bytes"] = _cap_to_plan(arm, device, static_est - params, spec.cap_to_plan)
         else:
             profiles = profile_units(arm.units, x) if (not cuda or spec.arm == "save_on_cpu") else None
         out.update(params_bytes=params, momentum_on_host=host_momentum)
