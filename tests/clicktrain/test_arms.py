@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 
 from repro import records
@@ -151,3 +152,48 @@ def test_configs_validate_at_both_scales(name):
         assert paper.patterns == (12 if vgg else 4) and paper.kernel_prune_ratio == 0.75
     if arm == "admm":
         assert (paper.admm_epochs, paper.retrain_epochs) == (20, 20)
+
+
+def test_prunetrain_regulariser_in_and_out_channels_and_ratio():
+    """PruneTrain's regulariser: output and input channel groups (not the first conv's input), groups
+    whose largest |weight| is under the threshold masked (rows and columns), and the coefficient set
+    so that the penalty is the requested share of the loss on the first batch."""
+    import torch.nn as nn
+
+    from repro.clicktrain.experiment import lasso_for_ratio
+    from repro.clicktrain.masks import ChannelLassoHooks
+    from repro.data.arrays import Split
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 6, 3, padding=1),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(6, 10))
+    names = ["0", "2"]
+    out_only = ChannelLassoHooks(model, names, 1.0, 1e-4, 1)
+    both = ChannelLassoHooks(model, names, 1.0, 1e-4, 1, in_channels=True, threshold_type="max")
+    w0, w2 = model[0].weight, model[2].weight
+    expect_out = w0.flatten(1).norm(dim=1).sum() + w2.flatten(1).norm(dim=1).sum()
+    expect_in = w2.transpose(0, 1).flatten(1).norm(dim=1).sum()  # conv 0's input channels are the image's
+    assert torch.allclose(out_only.group_lasso(model), expect_out)
+    assert torch.allclose(both.group_lasso(model), expect_out + expect_in)
+    with torch.no_grad():
+        w2[:, 1] = 5e-5   # an input channel of conv 2 under the threshold (max |w|)
+        w2[3] = -5e-5     # an output channel too
+    both.on_epoch_end(model, 1, {})
+    m = both.masks["2"]
+    assert not m[:, 1].any() and not m[3].any() and int(m.sum()) == (6 - 1) * (4 - 1) * 9
+    assert bool(both.masks["0"].all())  # nothing small there
+    with pytest.raises(ValueError, match="threshold_type"):
+        ChannelLassoHooks(model, names, 1.0, 1e-4, 1, threshold_type="mean")
+    images = (torch.rand(16, 8, 8, 3) * 255).to(torch.uint8).numpy()
+    split = Split(images=images, labels=torch.randint(0, 10, (16,)).numpy(), classes=tuple(str(i) for i in range(10)),
+                  source="test")
+    p = PruneTrainParams(**{**TINY, "batch_size": 16}, lasso_ratio=0.2)
+    lam = lasso_for_ratio(model, both, split, p, "cpu")
+    model.eval()
+    from repro.train.augment import DeviceAugment, channel_stats
+    mean, std = channel_stats(images)
+    x = DeviceAugment(mean, std, 8, 8, "cpu", channels_last=False).normalize(torch.from_numpy(images))
+    with torch.no_grad():
+        ce = float(nn.functional.cross_entropy(model(x), torch.from_numpy(split.labels)))
+        penalty = lam * float(both.group_lasso(model))
+    assert penalty / (penalty + ce) == pytest.approx(0.2, rel=1e-5)

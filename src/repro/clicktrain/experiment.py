@@ -5,8 +5,11 @@ clicktrain  dense warm-up -> pattern library + per-kernel pattern/connectivity s
             masks -> hard masks after every step; one training run of ``epochs``.
 admm        pruning after training: dense ``epochs``, then ADMM pattern pruning (``admm_epochs``),
             then hard prune and masked retraining (``retrain_epochs``); same library size and ratios.
-prunetrain  pruning during training, PruneTrain-style: group lasso over conv output channels with
-            channels masked every ``prune_every`` epochs when their norm falls under a threshold.
+prunetrain  pruning during training, PruneTrain (Lym et al., SC'19): group lasso over every conv's
+            output and input channels, its coefficient set from PruneTrain's penalty ratio on the
+            first batch, channel groups masked every ``prune_every`` epochs once their largest
+            |weight| falls under a threshold (the paper config; older runs: output channels only,
+            a fixed coefficient and a norm threshold).
 sparse24    dense warm-up, then 2:4 masks along input channels (torch.ao.pruning), masked fine-tuning.
 compare     derived metrics across the arms' records (inputs clicktrain, admm, prunetrain, sparse24,
             dense = the baseline ResNet-32 record).
@@ -70,8 +73,12 @@ class ADMMParams(PatternParams):
 @dataclass
 class PruneTrainParams(TrainParams):
     cuda_graph: bool = True
-    channel_lasso: float = 5e-4  # coefficient of the sum of output-channel group norms
-    channel_threshold: float = 0.01  # a channel whose weight norm falls under this is masked
+    channel_lasso: float = 5e-4  # coefficient of the sum of channel group norms (when lasso_ratio is null)
+    lasso_ratio: float | None = None  # PruneTrain's penalty ratio: the coefficient is set on the first
+    # training batch so that lasso / (lasso + cross-entropy) = this (their ResNet-32 setting: 0.2)
+    lasso_in_channels: bool = False  # input-channel groups too (PruneTrain's regulariser), not only output
+    channel_threshold: float = 0.01  # a channel group under this is masked (see threshold_type)
+    threshold_type: str = "norm"  # norm: the group's L2 norm; max: its largest |weight| (PruneTrain's)
     prune_every_frac: float = 0.125  # channel masking interval, as a share of epochs
 
 
@@ -242,13 +249,38 @@ def admm(p: ADMMParams, ctx: Context) -> Result:
     return result
 
 
+def lasso_for_ratio(model: nn.Module, hooks: ChannelLassoHooks, split, p: PruneTrainParams, device: str) -> float:
+    """PruneTrain's coefficient: lam such that lam * GL / (lam * GL + CE) = p.lasso_ratio for the
+    initial model (BatchNorm in eval mode) on the first ``batch_size`` training images (normalised,
+    no augmentation), fixed once at the start of training as their artifact does."""
+    if not 0 < p.lasso_ratio < 1:
+        raise ValueError(f"lasso_ratio must be in (0, 1), got {p.lasso_ratio}")
+    mean, std = channel_stats(split.images)
+    augment = DeviceAugment(mean, std, split.images.shape[1], split.images.shape[2], device, channels_last=False)
+    x = augment.normalize(torch.from_numpy(split.images[:p.batch_size]))
+    y = torch.from_numpy(split.labels[:p.batch_size]).to(device)
+    model.to(device)
+    was_training = model.training
+    model.eval()  # BatchNorm's running statistics stay as initialised: every arm starts alike
+    with torch.no_grad():
+        ce = float(nn.functional.cross_entropy(model(x), y))
+        gl = float(hooks.group_lasso(model))
+    model.train(was_training)
+    return p.lasso_ratio / (1 - p.lasso_ratio) * ce / gl
+
+
 @experiment(params=PruneTrainParams, needs_gpu=False)
 def prunetrain(p: PruneTrainParams, ctx: Context) -> Result:
     train_split, test_split = _splits(p, ctx)
     model = _model(p, len(train_split.classes), ctx.seed)
     names = [n for n, m in model.named_modules() if isinstance(m, nn.Conv2d)]
     interval = max(1, round(p.epochs * p.prune_every_frac))
-    hooks = ChannelLassoHooks(model, names, p.channel_lasso, p.channel_threshold, interval)
+    hooks = ChannelLassoHooks(model, names, p.channel_lasso, p.channel_threshold, interval,
+                              in_channels=p.lasso_in_channels, threshold_type=p.threshold_type)
+    if p.lasso_ratio is not None:
+        hooks.lam = lasso_for_ratio(model, hooks, train_split, p, ctx.device)
+        ctx.log.info("prunetrain: group-lasso coefficient %.3g (penalty ratio %.2f on the first batch)",
+                     hooks.lam, p.lasso_ratio)
     phases = _Phases(p, ctx, model, train_split, test_split)
     phases.run("lasso", hooks)
     result = phases.finish(hooks.masks, None, "prunetrain")
@@ -257,9 +289,12 @@ def prunetrain(p: PruneTrainParams, ctx: Context) -> Result:
     modules = dict(model.named_modules())
     outside = sum(int(((modules[n].weight != 0) & (hooks.masks[n] == 0)).sum()) for n in names)
     result.metrics.update(channel_sparsity=1 - sum(kept.values()) / total, mask_violations=outside)
-    result.tags.update(pruned_layers="output channels of every conv", prune_every=f"{interval} epochs",
-                       compression="nonzero conv weights after output-channel masking (input channels "
-                                   "fed by masked channels not credited)")
+    groups = "output and input channels" if p.lasso_in_channels else "output channels"
+    result.metrics.update(lasso_coefficient=hooks.lam)
+    result.tags.update(pruned_layers=f"{groups} of every conv", prune_every=f"{interval} epochs",
+                       threshold=f"{p.channel_threshold:g} on each group's {'largest |weight|' if p.threshold_type == 'max' else 'L2 norm'}",
+                       compression=f"nonzero conv weights after {groups} masking (channels fed only by "
+                                   "masked channels not credited beyond that)")
     return result
 
 

@@ -248,34 +248,58 @@ class WarmupThenMaskHooks(MaskHooks):
 
 
 class ChannelLassoHooks(MaskHooks):
-    """PruneTrain-style training: group lasso over every conv's output channels throughout, and every
-    ``interval`` epochs the channels whose weight norm fell under ``threshold`` are masked for good
-    (at least one channel per layer stays)."""
+    """PruneTrain-style training: group lasso over every conv's output channels (and, with
+    ``in_channels``, over its input channels too, except the first conv's: PruneTrain's regulariser,
+    Lym et al. SC'19, group_lasso_regs.py of their artifact) throughout, and every ``interval``
+    epochs the channel groups that fell under ``threshold`` are masked for good (at least one output
+    and one input channel per layer stay). ``threshold_type``: "norm" compares a group's L2 norm,
+    "max" its largest |weight| (PruneTrain's default)."""
 
-    def __init__(self, model: nn.Module, names, lam: float, threshold: float, interval: int):
+    THRESHOLD_TYPES = ("norm", "max")
+
+    def __init__(self, model: nn.Module, names, lam: float, threshold: float, interval: int,
+                 in_channels: bool = False, threshold_type: str = "norm"):
         super().__init__()
+        if threshold_type not in self.THRESHOLD_TYPES:
+            raise ValueError(f"threshold_type must be one of {self.THRESHOLD_TYPES}, got {threshold_type!r}")
         self.names, self.lam, self.threshold, self.interval = list(names), lam, threshold, interval
+        self.in_channels, self.threshold_type = in_channels, threshold_type
         self.masks = {n: torch.ones_like(w) for n, w in zip(self.names, _weights(model, self.names))}
 
+    def group_lasso(self, model: nn.Module) -> torch.Tensor:
+        """The unscaled penalty: the sum of the groups' L2 norms."""
+        ws = _weights(model, self.names)
+        norms = [torch.linalg.vector_norm(w, dim=(1, 2, 3)).sum() for w in ws]
+        if self.in_channels:  # the first conv's input channels are the image's: not a group
+            norms += [torch.linalg.vector_norm(w, dim=(0, 2, 3)).sum() for w in ws[1:]]
+        return torch.stack(norms).sum()
+
     def loss_regularizer(self, model: nn.Module):
-        norms = [torch.linalg.vector_norm(w, dim=(1, 2, 3)).sum() for w in _weights(model, self.names)]
-        return self.lam * torch.stack(norms).sum()
+        return self.lam * self.group_lasso(model)
+
+    def _small(self, w: torch.Tensor, dims) -> torch.Tensor:
+        size = torch.linalg.vector_norm(w, dim=dims) if self.threshold_type == "norm" else w.abs().amax(dim=dims)
+        dead = size < self.threshold
+        if bool(dead.all()):
+            dead[size.argmax()] = False
+        return dead
 
     @torch.no_grad()
     def on_epoch_end(self, model: nn.Module, epoch: int, row: dict) -> dict:
         t0 = time.perf_counter()
         if epoch % self.interval == 0:
             self._to_device(model)
-            for n, w in zip(self.names, _weights(model, self.names)):
-                norms = torch.linalg.vector_norm(w * self.masks[n], dim=(1, 2, 3))
-                dead = norms < self.threshold
-                if bool(dead.all()):
-                    dead[norms.argmax()] = False
-                self.masks[n][dead] = 0
+            for i, (n, w) in enumerate(zip(self.names, _weights(model, self.names))):
+                kept = w * self.masks[n]
+                self.masks[n][self._small(kept, (1, 2, 3))] = 0
+                if self.in_channels and i > 0:
+                    self.masks[n][:, self._small(kept, (0, 2, 3))] = 0
             self.set_masks(model, self.masks)
         kept = sum(int(m.flatten(1).any(1).sum()) for m in self.masks.values())
         total = sum(len(m) for m in self.masks.values())
-        return dict(phase="lasso", hook_s=time.perf_counter() - t0, channel_density=kept / total)
+        density = sum(float(m.sum()) for m in self.masks.values()) / sum(m.numel() for m in self.masks.values())
+        return dict(phase="lasso", hook_s=time.perf_counter() - t0, channel_density=kept / total,
+                    weight_density=density)
 
 
 def sparse24_mask(weight: torch.Tensor) -> torch.Tensor:
