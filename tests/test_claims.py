@@ -102,3 +102,30 @@ def test_missing_metric_in_record_is_an_error(setup):
     _write(results, "k", "fast", {"speedup": 2.0})  # no "min"
     with pytest.raises(claims.LedgerError, match="no metric 'min'"):
         claims.build(ledger, results, ref, exps)
+
+
+def test_stale_code_names_what_changed_since_a_reference_run(monkeypatch):
+    from repro import claims, provenance
+
+    rec = {"paper": "comet", "experiment": "comet_compare", "provenance": {"commit": "abcdef1234"}}
+    seen = {}
+
+    def fake(commit, paths):
+        seen.update(commit=commit, paths=paths)
+        return ["src/repro/comet/hooks.py", "config/experiment/comet/comet_compare.yaml"]
+
+    monkeypatch.setattr(provenance, "changed_since", fake)
+    note = claims.stale_code(rec)
+    assert "abcdef1" in note and "hooks.py" in note and "comet_compare.yaml" in note
+    assert seen["commit"] == "abcdef1234" and "src/repro/comet" in seen["paths"]
+    assert any("figures.py" in p and "exclude" in p for p in seen["paths"])  # drawing code does not count
+    for unchanged in ([], None):  # nothing changed, or git cannot tell: no note
+        monkeypatch.setattr(provenance, "changed_since", lambda c, p, r=unchanged: r)
+        assert claims.stale_code(rec) == ""
+
+
+def test_changed_since_is_none_for_a_commit_this_clone_lacks():
+    from repro.provenance import changed_since
+
+    assert changed_since("0" * 40, ["src"]) is None
+    assert changed_since("unknown", ["src"]) is None

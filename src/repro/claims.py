@@ -25,6 +25,7 @@ import yaml
 
 from repro import records
 from repro.records import atomic_write_text
+from repro import provenance
 from repro.reference import find_reference, input_gpu_name
 
 COLUMNS = ["claim_id", "paper", "statement", "paper_value", "target", "measured", "unit", "verdict",
@@ -138,10 +139,26 @@ def evaluate(claim: dict, results: Path, reference_root: Path, experiments: Path
     else:
         verdict = "not-run-here"
         note += f"; on the reference machine it was {'reproduced' if ok else 'not reproduced'}"
+        if stale := stale_code(first):
+            note += f"; {stale}"
     row.update(measured=_fmt(measured), verdict=verdict, source=source,
                hardware=hardware,
                run_id=first["record_id"], commit=prov.get("commit", "") + ("+dirty" if prov.get("dirty") else ""))
     return {**row, "note": note}
+
+
+def stale_code(record: dict) -> str:
+    """For a reference record: which of its paper's code (figures aside) and its experiment's config
+    changed since the commit it ran, comment-only lines aside ("" when none did or git cannot tell),
+    so that the report says the committed value predates the code that would make it now."""
+    commit = record.get("provenance", {}).get("commit", "")
+    paths = [f"src/repro/{record['paper']}", f"config/experiment/{record['paper']}/{record['experiment']}.yaml",
+             f":(exclude)src/repro/{record['paper']}/figures.py"]  # drawing code changes no number
+    changed = provenance.changed_since(commit, paths)
+    if not changed:
+        return ""
+    shown = ", ".join(Path(c).name for c in changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
+    return f"its paper's code changed since that run ({commit[:7]}: {shown}): a rerun may change it"
 
 
 def build(ledger: Path, results: Path, reference_root: Path, experiments: Path = Path("config/experiment")) -> pd.DataFrame:

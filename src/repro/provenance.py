@@ -39,6 +39,16 @@ def git_state() -> dict:
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 
+def changed_since(commit: str, paths: list[str]) -> list[str] | None:
+    """Which of ``paths`` (files or folders, relative to the repository) differ between ``commit`` and
+    the working tree: so that a report can say a committed result predates the code that would make
+    it now. None when that cannot be told (no git, or a commit this clone does not have)."""
+    if not commit or commit == "unknown" or _git("cat-file", "-e", f"{commit}^{{commit}}") is None:
+        return None
+    out = _git("diff", "--name-only", "-I", r"^\s*#", commit, "--", *paths)  # comment-only lines do not count
+    return None if out is None else [line for line in out.splitlines() if line]
+
+
 def _version(dist: str) -> str | None:
     try:
         return metadata.version(dist)
