@@ -6,11 +6,12 @@ from repro.figures import run_subtitle
 from repro.provenance import GpuNeighbours, _ancestors
 
 
-def _watch(samples, children=()):
-    """A watcher fed canned nvidia-smi samples; ``children`` are PIDs whose parent is this process."""
+def _watch(samples, children=(), uuid=None):
+    """A watcher fed canned nvidia-smi samples (PID lists, all on GPU "a", or (PID, UUID) lists);
+    ``children`` are PIDs whose parent is this process."""
     me = os.getpid()
-    it = iter(samples)
-    return GpuNeighbours(interval_s=3600, sample=lambda: next(it),
+    it = iter([s if s is None or not s or isinstance(s[0], tuple) else [(p, "a") for p in s] for s in samples])
+    return GpuNeighbours(interval_s=3600, sample=lambda: next(it), uuid=uuid,
                          ancestors=lambda pid: {pid, me} if pid in children or pid == me else {pid})
 
 
@@ -36,9 +37,16 @@ def test_unknown_when_our_process_never_shows_up_or_no_samples():
     assert _watch([]).summary() is None
 
 
+def test_only_processes_on_our_gpu_count():
+    me = os.getpid()
+    w = _watch([[(me, "aa"), (11, "bb"), (12, "GPU-AA".lower()[4:])]], uuid="GPU-AA")
+    w.poll()
+    assert w.summary() == {"gpu_samples": 1, "gpu_neighbours_max": 1}  # 11 is on another GPU
+
+
 def test_context_manager_samples_at_exit_even_for_short_runs():
     me = os.getpid()
-    w = GpuNeighbours(interval_s=3600, sample=lambda: [me, 7], ancestors=lambda pid: {pid})
+    w = GpuNeighbours(interval_s=3600, sample=lambda: [(me, "a"), (7, "a")], ancestors=lambda pid: {pid})
     with w:
         pass
     assert w.summary() == {"gpu_samples": 1, "gpu_neighbours_max": 1}

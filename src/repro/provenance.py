@@ -133,13 +133,31 @@ def _ancestors(pid: int, proc: Path = Path("/proc")) -> set[int]:
     return seen
 
 
-def _compute_pids() -> list[int] | None:
-    """PIDs of the compute processes on this machine's GPUs (nvidia-smi), or None if unknown."""
+def _uuid(text) -> str:
+    """A GPU UUID as nvidia-smi and torch both can give it: lower case, without the "GPU-" prefix."""
+    text = str(text).strip().lower()
+    return text[4:] if text.startswith("gpu-") else text
+
+
+def _compute_apps() -> list[tuple[int, str]] | None:
+    """(PID, GPU UUID) of the compute processes on this machine's GPUs (nvidia-smi), or None."""
     try:
-        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,gpu_uuid", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=20, check=True).stdout
-        return [int(line) for line in out.split() if line.strip().isdigit()]
+        rows = [line.split(",") for line in out.splitlines() if line.strip()]
+        return [(int(pid), _uuid(uuid)) for pid, uuid in rows]
     except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+
+
+def device_uuid(index: int | None = None) -> str | None:
+    """The UUID of the CUDA device this process computes on (None where torch cannot say)."""
+    try:
+        import torch
+
+        props = torch.cuda.get_device_properties(torch.cuda.current_device() if index is None else index)
+        return _uuid(props.uuid)
+    except Exception:  # no CUDA, or a torch without the attribute: count every GPU's processes
         return None
 
 
@@ -147,22 +165,25 @@ class GpuNeighbours:
     """Counts the other processes computing on this machine's GPUs while a run lasts, so that a
     record says whether its speeds were measured alone or beside other jobs (speeds measured while
     sharing compare only within one run). A daemon thread samples nvidia-smi every ``interval_s``;
-    our own process and its children (isolated probes) are not neighbours. ``summary()`` is None
+    only processes on our GPU (``uuid``) count, and our own process and its children (isolated
+    probes) are not neighbours. ``summary()`` is None
     when it could not tell: no samples, or our own process never showed up in them (nvidia-smi in
     another PID namespace, as in some containers, reports PIDs we cannot match)."""
 
-    def __init__(self, interval_s: float = 10.0, sample=_compute_pids, ancestors=_ancestors):
+    def __init__(self, interval_s: float = 10.0, sample=_compute_apps, ancestors=_ancestors, uuid: str | None = None):
         import threading
 
         self.interval_s, self._sample, self._ancestors = interval_s, sample, ancestors
+        self.uuid = _uuid(uuid) if uuid else None  # only processes on this GPU count (None: any GPU)
         self.samples, self.max_others, self.self_seen = 0, 0, False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="gpu-neighbours", daemon=True)
 
     def poll(self) -> None:
-        pids = self._sample()
-        if pids is None:
+        apps = self._sample()
+        if apps is None:
             return
+        pids = [pid for pid, uuid in apps if self.uuid is None or uuid == self.uuid]
         me = os.getpid()
         ours = [p for p in pids if me in self._ancestors(p)]
         self.samples += 1

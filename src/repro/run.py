@@ -103,7 +103,7 @@ def execute(cfg: DictConfig) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     log.info("running %s/%s at %s scale on %s", exp_cfg.paper, exp_cfg.name, scale, device)
     t0 = time.monotonic()
-    watch = provenance.GpuNeighbours() if device == "cuda" else contextlib.nullcontext()
+    watch = provenance.GpuNeighbours(uuid=provenance.device_uuid()) if device == "cuda" else contextlib.nullcontext()
     with watch:
         result = spec(params, ctx)
     if device == "cuda":
