@@ -3,6 +3,9 @@
     c = compress(t, eb)          # t: float32 CUDA tensor (any shape; flattened in memory order)
     flat = decompress(c)         # float32 CUDA tensor of c.n values, each within eb of t
 
+(The training hooks hand it each activation flattened in logical NCHW order by default, a copy
+for a channels-last tensor: hooks.dense_flat.)
+
 Kernels (kernels/comet_codec.cu) run on torch's current stream, from the cubin that the
 pipeline's kernel build makes (`kernels_dir` argument, else $REPRO_KERNELS_DIR, else
 results/build/kernels). compress() makes three launches (widths, an in-place scan, pack) and one
