@@ -49,8 +49,9 @@ def run_subtitle(record: dict, *extra_tags: str) -> str:
     record's tags named in ``extra_tags`` (e.g. how memory was measured)."""
     tags, sharing = record.get("tags", {}), record.get("provenance", {}).get("gpu_sharing")
     shared = isinstance(sharing, dict) and sharing.get("gpu_neighbours_max")
-    parts = [_hardware(record), shared and f"GPU shared with up to {shared} other process(es)", record.get("scale") and f"{record['scale']} scale",
-             tags.get("mode") and f"mode {tags['mode']}", *(tags.get(t) for t in extra_tags)]
+    parts = [_hardware(record), shared and f"GPU shared with up to {shared} other process(es)",
+             record.get("scale") and f"{record['scale']} scale", tags.get("mode") and f"mode {tags['mode']}",
+             *(tags.get(t) for t in extra_tags)]
     if "jpeg" in tags.get("data_source", "").lower():
         parts.append("CIFAR-10 JPEG copy (quality 75, 4:2:0 chroma)")
     return ", ".join(p for p in parts if p)
