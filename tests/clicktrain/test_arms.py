@@ -190,10 +190,9 @@ def test_prunetrain_regulariser_in_and_out_channels_and_ratio():
     p = PruneTrainParams(**{**TINY, "batch_size": 16}, lasso_ratio=0.2)
     lam = lasso_for_ratio(model, both, split, p, "cpu")
     model.eval()
-    from repro.train.augment import DeviceAugment, channel_stats
-    mean, std = channel_stats(images)
-    x = DeviceAugment(mean, std, 8, 8, "cpu", channels_last=False).normalize(torch.from_numpy(images))
+    from repro.train.augment import first_batch
+    x, y = first_batch(split, 16, "cpu")
     with torch.no_grad():
-        ce = float(nn.functional.cross_entropy(model(x), torch.from_numpy(split.labels)))
+        ce = float(nn.functional.cross_entropy(model(x), y))
         penalty = lam * float(both.group_lasso(model))
     assert penalty / (penalty + ce) == pytest.approx(0.2, rel=1e-5)

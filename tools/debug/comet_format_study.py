@@ -16,7 +16,8 @@ import numpy as np, torch, time, torch.nn as nn
 from repro.data.arrays import read_split
 from repro.models import build_model
 from repro.comet import codec
-from repro.comet.experiment import _Capture, _probe_batch, probe_memory
+from repro.comet.experiment import _Capture, probe_memory
+from repro.train.augment import first_batch
 from repro.train.augment import DeviceAugment, channel_stats
 torch.manual_seed(0)
 tr = read_split("results/data/cifar10/train.npz")
@@ -31,7 +32,7 @@ for step in range(int(sys.argv[1])):
     loss = nn.functional.cross_entropy(m(x), y); opt.zero_grad(); loss.backward(); opt.step()
 print("trained", time.time()-t0, "s, loss", loss.item())
 cap = _Capture(4096); cap.attach(m)
-x, y = _probe_batch(tr, 128, False, "cpu")
+x, y = first_batch(tr, 128, "cpu")
 probe_memory(m, cap, x, y)
 for layout in ("NCHW", "NHWC"):
   for eb in (0.05, 0.1, 0.2):

@@ -41,7 +41,7 @@ from repro.clicktrain.patterns import layer_ratios, pattern_convs, pattern_viola
 from repro.experiment import Context, Result, experiment
 from repro.models import build_model, get_entry
 from repro.train import TrainHooks, evaluate, train
-from repro.train.augment import DeviceAugment, channel_stats
+from repro.train.augment import DeviceAugment, channel_stats, first_batch
 
 
 @dataclass
@@ -255,10 +255,7 @@ def lasso_for_ratio(model: nn.Module, hooks: ChannelLassoHooks, split, p: PruneT
     no augmentation), fixed once at the start of training as their artifact does."""
     if not 0 < p.lasso_ratio < 1:
         raise ValueError(f"lasso_ratio must be in (0, 1), got {p.lasso_ratio}")
-    mean, std = channel_stats(split.images)
-    augment = DeviceAugment(mean, std, split.images.shape[1], split.images.shape[2], device, channels_last=False)
-    x = augment.normalize(torch.from_numpy(split.images[:p.batch_size]))
-    y = torch.from_numpy(split.labels[:p.batch_size]).to(device)
+    x, y = first_batch(split, p.batch_size, device)
     model.to(device)
     was_training = model.training
     model.eval()  # BatchNorm's running statistics stay as initialised: every arm starts alike

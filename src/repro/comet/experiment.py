@@ -45,7 +45,7 @@ from repro.models import build_model
 from repro.search import largest_fit
 from repro.timing import time_cpu, time_cuda
 from repro.train import train
-from repro.train.augment import DeviceAugment, channel_stats
+from repro.train.augment import first_batch
 
 METHODS = ("none", "fixed", "adaptive", "actnn")
 KINDS = ("relu_smooth", "gaussian")
@@ -195,13 +195,6 @@ class ArmParams(TrainParams):
     probe_batch: int = 0  # batch of the memory probe; 0 = batch_size
 
 
-def _probe_batch(split, size: int, channels_last: bool, device: str) -> tuple[torch.Tensor, torch.Tensor]:
-    mean, std = channel_stats(split.images)
-    augment = DeviceAugment(mean, std, split.images.shape[1], split.images.shape[2], device, channels_last=channels_last)
-    x = augment.normalize(torch.from_numpy(split.images[:size]))
-    return x, torch.from_numpy(split.labels[:size]).to(device)
-
-
 def probe_memory(model: nn.Module, hooks: SavedTensorAccounting, x: torch.Tensor, y: torch.Tensor) -> dict:
     """One training step's forward and backward (no optimiser step) under ``hooks``: activation
     bytes (CUDA: allocated after forward - before; CPU: NaN), peak over the step above the start,
@@ -255,7 +248,7 @@ def train_arm(p: ArmParams, ctx: Context) -> Result:
         probe_hooks = SavedTensorAccounting(p.min_numel)
         probe_hooks.attach(model)
     probe_hooks.totals = {}
-    x, y = _probe_batch(train_split, p.probe_batch or p.batch_size, p.channels_last and ctx.device == "cuda", ctx.device)
+    x, y = first_batch(train_split, p.probe_batch or p.batch_size, ctx.device, p.channels_last and ctx.device == "cuda")
     probe = probe_memory(model, probe_hooks, x, y)
     probe_layers = pd.DataFrame(probe_hooks.layer_table())
     if hooks is not None and hasattr(hooks, "controller"):
@@ -449,7 +442,7 @@ def sz3_reference(p: SZ3Params, ctx: Context) -> Result:
     model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
     capture = _Capture(p.min_numel)
     capture.attach(model)
-    x, y = _probe_batch(split, p.batch, False, "cpu")
+    x, y = first_batch(split, p.batch, "cpu")
     probe_memory(model, capture, x, y)
     pysz, why = _sz3()
     if why:

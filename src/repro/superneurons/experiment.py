@@ -217,25 +217,20 @@ def peak_memory(p: PeakParams, ctx: Context) -> Result:
     done_all = table[(table.config == "all") & table.fits]
     if len(done_all) == len(p.networks):  # the claim is over every network, so it needs every one
         metrics[f"{prefix}peak_dynamic_over_largest_layer_all"] = float(done_all[column].max())
-    if full:  # the full runtime per network: all+wscap where it trained under its plan's cap, else all
-        best = {}
-        for name, rows_net in table.groupby("network", sort=False):
-            by = rows_net.set_index("config")
-            for config in dict.fromkeys((full, "all")):
-                if config in by.index and bool(by.loc[config, "fits"]):
-                    best[name] = (float(by.loc[config, column]), config)
-                    break
-        if len(best) == len(p.networks):
-            metrics[f"{prefix}peak_dynamic_over_largest_layer"] = max(v for v, _ in best.values())
-        fell_back = [n for n, (_, c) in best.items() if c != full]
-        if fell_back:
-            tags_full = f"{full} did not fit on {', '.join(fell_back)}: 'all' stands in there"
-        else:
-            tags_full = ""
+    best = {}  # the full runtime per network: all+wscap where it trained under its plan's cap, else all
+    for name, rows_net in table.groupby("network", sort=False) if full else ():
+        by = rows_net.set_index("config")
+        for config in dict.fromkeys((full, "all")):
+            if config in by.index and bool(by.loc[config, "fits"]):
+                best[name] = (float(by.loc[config, column]), config)
+                break
+    if full and len(best) == len(p.networks):
+        metrics[f"{prefix}peak_dynamic_over_largest_layer"] = max(v for v, _ in best.values())
+    fell_back = [n for n, (_, c) in best.items() if c != full]
     tags = {"memory_source": "cuda allocator" if measured else "liveness estimate (CPU)",
             "cudnn": f"cudnn.benchmark {'on' if table.cudnn_benchmark.any() else 'off'}"}
-    if full and tags_full:
-        tags["full_runtime"] = tags_full
+    if fell_back:
+        tags["full_runtime"] = f"{full} did not fit on {', '.join(fell_back)}: 'all' stands in there"
     if table.workspace_cap_mib.notna().any():
         caps = table.dropna(subset=["workspace_cap_mib"]).groupby("network", sort=False).workspace_cap_mib.first()
         applied = table.workspace_cap_env.notna().any()

@@ -90,3 +90,13 @@ class DeviceAugment:
 
     def __call__(self, images: torch.Tensor, plan_step: torch.Tensor) -> torch.Tensor:
         return self.normalize(self.crop_flip(images, plan_step))
+
+
+def first_batch(split, size: int, device, channels_last: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first ``size`` images of a prepared split, normalised with the split's own channel
+    statistics and not augmented, with their labels, on ``device``: the fixed batch that probes and
+    calibrations (memory probes, a regulariser's coefficient) measure on."""
+    mean, std = channel_stats(split.images)
+    augment = DeviceAugment(mean, std, split.images.shape[1], split.images.shape[2], device, channels_last=channels_last)
+    x = augment.normalize(torch.from_numpy(split.images[:size]))
+    return x, torch.from_numpy(split.labels[:size]).to(device)
