@@ -56,3 +56,13 @@ def test_a_smaller_growth_brackets_a_near_start_in_fewer_probes():
     assert largest_fit(_limit(10**6), 3, 1, 5, growth=1.1) == (5, "ceiling")  # steps of at least one
     with pytest.raises(ValueError, match="growth must be > 1"):
         largest_fit(_limit(5), 1, 1, 10, growth=1.0)
+
+
+def test_a_start_far_above_the_limit_steps_down_faster_each_failure():
+    """Session 7's AlexNet: a start 2.4x too high with growth 1.25 spent its whole budget failing;
+    each further failure now steps down by the next power of the factor."""
+    calls = []
+    best, bound = largest_fit(_limit(400, calls), 1536, 1, 4096, rel_tol=0.1, growth=1.25)
+    fails = [n for n in calls if n > 400]
+    assert bound == "exact" and 400 / 1.1 <= best <= 400
+    assert fails[:4] == [1536, 1228, 785, 401] and len(calls) <= 8, calls
