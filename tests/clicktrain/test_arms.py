@@ -165,12 +165,12 @@ def test_prunetrain_regulariser_in_and_out_channels_and_ratio():
     from repro.data.arrays import Split
 
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 6, 3, padding=1),
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Conv2d(4, 6, 3, padding=1),
                           nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(6, 10))
-    names = ["0", "2"]
+    names = ["0", "3"]
     out_only = ChannelLassoHooks(model, names, 1.0, 1e-4, 1)
     both = ChannelLassoHooks(model, names, 1.0, 1e-4, 1, in_channels=True, threshold_type="max")
-    w0, w2 = model[0].weight, model[2].weight
+    w0, w2 = model[0].weight, model[3].weight
     expect_out = w0.flatten(1).norm(dim=1).sum() + w2.flatten(1).norm(dim=1).sum()
     expect_in = w2.transpose(0, 1).flatten(1).norm(dim=1).sum()  # conv 0's input channels are the image's
     assert torch.allclose(out_only.group_lasso(model), expect_out)
@@ -179,7 +179,7 @@ def test_prunetrain_regulariser_in_and_out_channels_and_ratio():
         w2[:, 1] = 5e-5   # an input channel of conv 2 under the threshold (max |w|)
         w2[3] = -5e-5     # an output channel too
     both.on_epoch_end(model, 1, {})
-    m = both.masks["2"]
+    m = both.masks["3"]
     assert not m[:, 1].any() and not m[3].any() and int(m.sum()) == (6 - 1) * (4 - 1) * 9
     assert bool(both.masks["0"].all())  # nothing small there
     with pytest.raises(ValueError, match="threshold_type"):
@@ -188,11 +188,18 @@ def test_prunetrain_regulariser_in_and_out_channels_and_ratio():
     split = Split(images=images, labels=torch.randint(0, 10, (16,)).numpy(), classes=tuple(str(i) for i in range(10)),
                   source="test")
     p = PruneTrainParams(**{**TINY, "batch_size": 16}, lasso_ratio=0.2)
-    lam = lasso_for_ratio(model, both, split, p, "cpu")
+    model[1].running_var.fill_(1e-4)  # running statistics far from the batch's: eval mode would not normalise
+    bn_before = {k: v.clone() for k, v in model[1].state_dict().items()}
     model.eval()
+    lam = lasso_for_ratio(model, both, split, p, "cpu")
+    assert not model.training  # the mode it came in
+    assert all(torch.equal(v, model[1].state_dict()[k]) for k, v in bn_before.items())  # running stats put back
     from repro.train.augment import first_batch
     x, y = first_batch(split, 16, "cpu")
     with torch.no_grad():
+        ce_eval = float(nn.functional.cross_entropy(model(x), y))
+        model.train()  # the first training step's loss: batch statistics
         ce = float(nn.functional.cross_entropy(model(x), y))
         penalty = lam * float(both.group_lasso(model))
     assert penalty / (penalty + ce) == pytest.approx(0.2, rel=1e-5)
+    assert ce_eval > 1.5 * ce  # what eval mode would have used

@@ -251,17 +251,25 @@ def admm(p: ADMMParams, ctx: Context) -> Result:
 
 def lasso_for_ratio(model: nn.Module, hooks: ChannelLassoHooks, split, p: PruneTrainParams, device: str) -> float:
     """PruneTrain's coefficient: lam such that lam * GL / (lam * GL + CE) = p.lasso_ratio for the
-    initial model (BatchNorm in eval mode) on the first ``batch_size`` training images (normalised,
-    no augmentation), fixed once at the start of training as their artifact does."""
+    initial model on the first ``batch_size`` training images (normalised, no augmentation), fixed
+    once at the start of training as their artifact does. CE is the training loss of that first
+    step: BatchNorm in training mode (batch statistics), its running statistics put back after, so
+    every arm starts alike. (Session 7, H200: with BatchNorm in eval mode the initial running
+    statistics leave ResNet-32's logits unnormalised, CE 67 instead of 2.8, a coefficient 24x too
+    large, and PruneTrain pruned ResNet-32 to 376x at 46.6% top-1.)"""
     if not 0 < p.lasso_ratio < 1:
         raise ValueError(f"lasso_ratio must be in (0, 1), got {p.lasso_ratio}")
     x, y = first_batch(split, p.batch_size, device)
     model.to(device)
     was_training = model.training
-    model.eval()  # BatchNorm's running statistics stay as initialised: every arm starts alike
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    saved = [{k: v.clone() for k, v in m.state_dict().items()} for m in norms]
+    model.train()
     with torch.no_grad():
         ce = float(nn.functional.cross_entropy(model(x), y))
         gl = float(hooks.group_lasso(model))
+    for m, state in zip(norms, saved):
+        m.load_state_dict(state)
     model.train(was_training)
     return p.lasso_ratio / (1 - p.lasso_ratio) * ce / gl
 
