@@ -2,7 +2,7 @@
 2-bit's error on a trained ResNet-32's channels-last saved activations, values in memory order
 (neighbours: the channels of one pixel) vs logical NCHW order (neighbours along W).
 
-    python tools/debug/comet_value_order.py [--pruned results/reference/nvidia-h200/clicktrain/prunetrain/pruned.pt]
+    python tools/debug/comet_value_order.py [--pruned results/reference/nvidia-h200/clicktrain/sparse24/pruned.pt]
         [--test results/data/cifar10/test.npz] [--images 128] [--ebs 0.05 0.2 0.5]
 
 CPU only (the NumPy codec, bit-exact with the GPU codec). The model is any arm's exported pruned.pt
@@ -46,7 +46,7 @@ def saved_activations(pruned: Path, test: Path, images: int) -> list[torch.Tenso
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pruned", type=Path, default=Path("results/reference/nvidia-h200/clicktrain/prunetrain/pruned.pt"))
+    ap.add_argument("--pruned", type=Path, default=Path("results/reference/nvidia-h200/clicktrain/sparse24/pruned.pt"))
     ap.add_argument("--test", type=Path, default=Path("results/data/cifar10/test.npz"))
     ap.add_argument("--images", type=int, default=128)
     ap.add_argument("--ebs", type=float, nargs="+", default=[0.05, 0.2, 0.5])

@@ -130,7 +130,7 @@ def max_batch(run_dir: Path) -> Figure:
     ratios = []  # ours / plain under each network's name
     for net in networks:
         key = next((k for k in (f"batch_ratio_{net}", f"est_batch_ratio_{net}") if k in metrics), None)
-        ratios.append(f"{net}\nours / plain {metrics[key]:.2f}x" if key else net)
+        ratios.append(f"{net}\n{metrics[key]:.2f}x" if key else net)
     bars.set_xticks(range(len(networks)), ratios)
     bars.set_yscale("log" if log else "linear")
     bars.set_ylim(bottom=1 if log else 0, top=top * (3 if log else 1.15))  # room for the labels
@@ -141,7 +141,7 @@ def max_batch(run_dir: Path) -> Figure:
             span = (f"{metrics[prefix + 'batch_ratio_min']:.2f} to {metrics[prefix + 'batch_ratio_max']:.2f}x"
                     f"{note}")
             break
-    bars.set(xlabel="", ylabel="largest batch that trains" + (" (log)" if log else ""),
+    bars.set(xlabel="network (ours / plain)", ylabel="largest batch that trains" + (" (log)" if log else ""),
              title=f"max batch under {cap} GiB; ours / plain {span}")
     bars.legend(title="arm", fontsize=8)
     probes = probes.assign(search=probes.network + " / " + probes.arm,
