@@ -216,10 +216,3 @@ def test_the_plan_counts_the_workspace_next_to_the_working_set():
     plain, capped = (make_plan(units, profiles, runtime_config(name, None, 0.0, 1, 0.0, ws), copies=False)
                      for name, ws in (("all", 0.0), ("all+wscap", 3 * 2**20)))
     assert capped.estimate["peak_dynamic"] == plain.estimate["peak_dynamic"] + 3 * 2**20
-
-
-def test_cap_to_plan_is_checked():
-    assert ProbeSpec(arm="all+wscap", cap_to_plan=0.05).cap_to_plan == 0.05
-    for bad in (dict(cap_to_plan=-0.1), dict(cap_to_plan=0.05, cap_bytes=2**30)):
-        with pytest.raises(ValueError, match="cap_to_plan"):
-            ProbeSpec(arm="all+wscap", **bad)

@@ -11,11 +11,7 @@ peak_memory  peak memory per network (AlexNet, VGG-16, ResNet-50/101/152) for pl
              of the network's largest single-layer working set, about what the 1.3x target leaves
              on the ResNets beside the working set and the prefetched checkpoint (their estimate
              is 1.17x); it is applied only with isolate: true (an environment variable of the
-             probe's process), and cuDNN 9 ignores it. So all+wscap also caps its probe process at
-             the plan's need (its estimate, the workspace allowance included) x (1 + wscap_slack):
-             a convolution then falls back to an engine config whose workspace fits (probe.py).
-             Where all+wscap does not fit under that cap, "all" stands in for the network (tag
-             full_runtime).
+             probe's process), and cuDNN 9 ignores it (probe.py: what else was tried).
 depth        deepest bottleneck ResNet (stages 3:4:6:3 scaled to N blocks, 3N+5 conv layers) that
              trains a few steps under a per-process GPU memory cap, per arm (plain,
              checkpoint_sequential, save_on_cpu, ours); exponential then bisection search with a
@@ -146,8 +142,6 @@ class PeakParams(BenchParams):
     pool_budget_bytes: float = 0.0  # resident pool bytes of the pool / all configs (0: offload all)
     workspace_cap_mib: float | str | None = "auto"  # all+wscap's cuDNN workspace cap: MiB, or "auto"
     workspace_cap_fraction: float = 0.1  # "auto": this share of the largest single-layer working set
-    wscap_slack: float | None = 0.05  # all+wscap on the GPU: the process is capped at the plan's need x
-    # (1 + this), so convolutions fall back to engine configs whose workspace fits (probe.py); None: no cap
     isolate: bool = False  # uncapped: one process is fine (peaks are per allocation, reset per run)
 
     def workspace_cap(self, model: str, kw: dict, image_size: int | None) -> int:
@@ -181,8 +175,7 @@ def peak_memory(p: PeakParams, ctx: Context) -> Result:
         for config in p.configs:
             wscap = config in WSCAP_CONFIGS
             spec = p.spec(config, ctx, model=model, model_kw=kw, momentum_on_host="no",
-                          pool_budget_bytes=p.pool_budget_bytes, workspace_cap_mib=cap if wscap else None,
-                          cap_to_plan=p.wscap_slack if wscap else None)
+                          pool_budget_bytes=p.pool_budget_bytes, workspace_cap_mib=cap if wscap else None)
             if size is not None:
                 spec.image_size = size
             r = p.probe(spec, ctx, cache)
@@ -196,7 +189,6 @@ def peak_memory(p: PeakParams, ctx: Context) -> Result:
                              largest_working_set=r.get("largest_working_set"), step_s=r.get("step_s"),
                              offloaded_bytes_per_step=(r.get("per_step") or {}).get("offloaded_bytes", 0),
                              workspace_cap_mib=spec.workspace_cap_mib, workspace_cap_env=cudnn.get("wscap_env"),
-                             plan_cap_bytes=r.get("plan_cap_bytes"),
                              cudnn_benchmark=cudnn.get("benchmark"),
                              **{f"mark_{k}": v for k, v in (r.get("memory_marks") or {}).items()}))
     table = pd.DataFrame(rows)
@@ -217,20 +209,11 @@ def peak_memory(p: PeakParams, ctx: Context) -> Result:
     done_all = table[(table.config == "all") & table.fits]
     if len(done_all) == len(p.networks):  # the claim is over every network, so it needs every one
         metrics[f"{prefix}peak_dynamic_over_largest_layer_all"] = float(done_all[column].max())
-    best = {}  # the full runtime per network: all+wscap where it trained under its plan's cap, else all
-    for name, rows_net in table.groupby("network", sort=False) if full else ():
-        by = rows_net.set_index("config")
-        for config in dict.fromkeys((full, "all")):
-            if config in by.index and bool(by.loc[config, "fits"]):
-                best[name] = (float(by.loc[config, column]), config)
-                break
-    if full and len(best) == len(p.networks):
-        metrics[f"{prefix}peak_dynamic_over_largest_layer"] = max(v for v, _ in best.values())
-    fell_back = [n for n, (_, c) in best.items() if c != full]
+    done_full = table[(table.config == full) & table.fits]
+    if full and len(done_full) == len(p.networks):
+        metrics[f"{prefix}peak_dynamic_over_largest_layer"] = float(done_full[column].max())
     tags = {"memory_source": "cuda allocator" if measured else "liveness estimate (CPU)",
             "cudnn": f"cudnn.benchmark {'on' if table.cudnn_benchmark.any() else 'off'}"}
-    if fell_back:
-        tags["full_runtime"] = f"{full} did not fit on {', '.join(fell_back)}: 'all' stands in there"
     if table.workspace_cap_mib.notna().any():
         caps = table.dropna(subset=["workspace_cap_mib"]).groupby("network", sort=False).workspace_cap_mib.first()
         applied = table.workspace_cap_env.notna().any()

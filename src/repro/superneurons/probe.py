@@ -71,11 +71,13 @@ MIB = 2**20
 # before Python starts (run_isolated; an in-process probe records that it was not applied). Whether
 # cuDNN 9 still honours it is not documented anywhere we found: on the GPU, the "all" vs "all+wscap"
 # rows of the peak-memory table are the test (session 5 and 6: equal to the byte, so it does not).
-# What does work is ATen's own fallback: ``cap_to_plan`` caps the probe process at what the plan
-# needs (the static bytes and the plan's estimated dynamic peak, which counts workspace_cap_mib as
-# the convolution workspace, plus a slack share), so that a convolution whose preferred engine
-# config needs more workspace than is left falls back to one that fits (try_configs above): the
-# fastest algorithm whose workspace fits the memory left, as SuperNeurons picks it.
+# ATen's own fallback (try_configs) was tried as well (v3.2, session 7 on the H200): the probe process
+# capped at the plan's need x 1.05, so that a convolution whose preferred engine config needs more
+# workspace than is left falls back to one that fits. It changed nothing: the plan's estimate is
+# built from the profiled transients, which already hold the workspace the uncapped convolutions
+# took (VGG-16 "all" at batch 32: 2,160,332,288 bytes measured, 2,160,329,728 estimated), so the cap
+# left room for exactly that workspace; and at batch 8 the cap ran out of memory on an activation.
+# Making it bite needs the profile to tell workspace from other transients; see docs/gpu-notes.md.
 WSCAP_ENV = "CUDNN_CONV_WSCAP_DBG"
 
 
@@ -94,7 +96,6 @@ class ProbeSpec:
     plan_margin: float = 0.125  # share of the cap the runtime's plan leaves free (see the module docstring)
     pool_budget_bytes: float | None = None  # ablation configs: resident pool bytes
     workspace_cap_mib: int | None = None  # cuDNN workspace cap (WSCAP_ENV) of an isolated probe
-    cap_to_plan: float | None = None  # ours on the GPU: cap the process at the plan's need x (1 + this)
     lookahead: int = 2
     max_inflight_bytes: float = 512 * 2**20  # GPU memory of offloads still copying before forward waits
     momentum_on_host: str = "auto"  # auto | yes | no; auto: on the host when 2 x params > 40% of the cap
@@ -113,9 +114,6 @@ class ProbeSpec:
             raise ValueError("a probe needs warmup >= 1 and steps >= 1")
         if self.workspace_cap_mib is not None and self.workspace_cap_mib < 1:
             raise ValueError(f"workspace_cap_mib must be >= 1 MiB or None, got {self.workspace_cap_mib}")
-        if self.cap_to_plan is not None and (self.cap_to_plan < 0 or self.cap_bytes is not None):
-            raise ValueError(f"cap_to_plan must be >= 0, and cannot go with cap_bytes (the plan's cap replaces "
-                             f"it); got cap_to_plan={self.cap_to_plan}, cap_bytes={self.cap_bytes}")
 
 
 def probe_env(spec: ProbeSpec) -> dict:
@@ -177,26 +175,6 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-# What the cap of cap_to_plan adds to the plan's bytes: library handles (32 MiB) and the caching
-# allocator's rounding (its segments are whole 2 MiB pages and 20 MiB blocks, and the cap counts
-# reserved, not allocated, bytes). Session 7 on the H200: with 32 MiB alone, VGG-16 at batch 8 ran out
-# of memory on a 98 MiB activation under a cap of its plan's need x 1.05.
-CAP_ALLOWANCE_BYTES = 160 * MIB
-
-
-def _cap_to_plan(arm: Arm, device: torch.device, static_to_come: float, slack: float) -> float:
-    """Cap this process at what ours' plan needs: what is allocated now (parameters, the batch), the
-    static bytes still to come (momentum), the plan's estimated dynamic peak (its workspace allowance
-    included) x (1 + slack), and CAP_ALLOWANCE_BYTES. Cached blocks of the profiling steps are freed
-    first. Returns the cap in bytes."""
-    torch.cuda.empty_cache()
-    need = (torch.cuda.memory_allocated(device) + static_to_come
-            + (1 + slack) * float(arm.runtime.plan.estimate["peak_dynamic"]) + CAP_ALLOWANCE_BYTES)
-    total = torch.cuda.get_device_properties(device).total_memory
-    torch.cuda.set_per_process_memory_fraction(min(1.0, need / total), device)
-    return need
-
-
 def run_probe(spec: ProbeSpec) -> dict:
     device = torch.device(spec.device)
     cuda = device.type == "cuda"
@@ -229,8 +207,6 @@ def run_probe(spec: ProbeSpec) -> dict:
             profiles = arm.prepare(x).profiles
             out["plan"] = arm.runtime.plan.summary()
             out["sgd"] = arm.sgd_placement
-            if cuda and spec.cap_to_plan is not None:
-                out["plan_cap_bytes"] = _cap_to_plan(arm, device, static_est - params, spec.cap_to_plan)
         else:
             profiles = profile_units(arm.units, x) if (not cuda or spec.arm == "save_on_cpu") else None
         out.update(params_bytes=params, momentum_on_host=host_momentum)
