@@ -1,5 +1,6 @@
 """The claims ledger and the verdict logic."""
 
+import json
 import re
 
 import pytest
@@ -129,3 +130,22 @@ def test_changed_since_is_none_for_a_commit_this_clone_lacks():
 
     assert changed_since("0" * 40, ["src"]) is None
     assert changed_since("unknown", ["src"]) is None
+
+
+def test_stale_code_of_a_comparison_names_its_stale_inputs(monkeypatch, tmp_path):
+    """A CPU step made today over a GPU record whose code changed since: the note names that input."""
+    from repro import claims, provenance, records
+
+    arm = tmp_path / "comet" / "comet_actnn2bit"
+    arm.mkdir(parents=True)
+    (arm / records.RECORD_NAME).write_text(json.dumps(
+        {"paper": "comet", "experiment": "comet_actnn2bit", "provenance": {"commit": "old1234567"}, "scale": "paper",
+         "status": "ok", "params": {}, "metrics": {}, "started": "2026-12-01T00:00:00"}))
+    cmp = {"paper": "comet", "experiment": "comet_compare", "provenance": {"commit": "new7654321"},
+           "inputs": {"actnn2bit": "results/comet/comet_actnn2bit/record.json", "kernels": "results/build/kernels"}}
+    monkeypatch.setattr(provenance, "changed_since",
+                        lambda commit, paths: ["src/repro/comet/hooks.py"] if commit == "old1234567" else [])
+    note = claims.stale_code(cmp, tmp_path)
+    assert note.startswith("the code of its inputs changed") and "comet_actnn2bit (old1234: hooks.py)" in note
+    assert "its paper's code" not in note  # the comparison itself is current
+    assert claims.stale_code(cmp) == ""  # without the results folder nothing is resolved

@@ -26,7 +26,7 @@ import yaml
 from repro import records
 from repro.records import atomic_write_text
 from repro import provenance
-from repro.reference import find_reference, input_gpu_name
+from repro.reference import find_reference, input_gpu_name, input_records
 
 COLUMNS = ["claim_id", "paper", "statement", "paper_value", "target", "measured", "unit", "verdict",
            "source", "hardware", "run_id", "commit"]
@@ -139,7 +139,7 @@ def evaluate(claim: dict, results: Path, reference_root: Path, experiments: Path
     else:
         verdict = "not-run-here"
         note += f"; on the reference machine it was {'reproduced' if ok else 'not reproduced'}"
-        if stale := stale_code(first):
+        if stale := stale_code(first, Path(first["_dir"]).parents[1]):
             note += f"; {stale}"
     row.update(measured=_fmt(measured), verdict=verdict, source=source,
                hardware=hardware,
@@ -147,10 +147,9 @@ def evaluate(claim: dict, results: Path, reference_root: Path, experiments: Path
     return {**row, "note": note}
 
 
-def stale_code(record: dict) -> str:
-    """For a reference record: which of its paper's code (figures aside) and its experiment's config
-    changed since the commit it ran, comment-only lines aside ("" when none did or git cannot tell),
-    so that the report says the committed value predates the code that would make it now."""
+def _changed_code(record: dict) -> str:
+    """'<commit>: <files>' of its paper's code (figures aside) and its experiment's config changed
+    since the commit the record ran, comment-only lines aside ("" when none did or git cannot tell)."""
     commit = record.get("provenance", {}).get("commit", "")
     paths = [f"src/repro/{record['paper']}", f"config/experiment/{record['paper']}/{record['experiment']}.yaml",
              f":(exclude)src/repro/{record['paper']}/figures.py"]  # drawing code changes no number
@@ -158,7 +157,21 @@ def stale_code(record: dict) -> str:
     if not changed:
         return ""
     shown = ", ".join(Path(c).name for c in changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
-    return f"its paper's code changed since that run ({commit[:7]}: {shown}): a rerun may change it"
+    return f"{commit[:7]}: {shown}"
+
+
+def stale_code(record: dict, results: Path | None = None) -> str:
+    """For a reference record: what of its paper's code changed since it ran, and, for a CPU step
+    (a comparison) whose inputs are records below ``results``, since each input ran; so that the
+    report says the committed value predates the code that would make it now ("" when nothing did)."""
+    notes = []
+    if own := _changed_code(record):
+        notes.append(f"its paper's code changed since that run ({own})")
+    inputs = [] if results is None else input_records(record, results) or []
+    stale = [f"{r['experiment']} ({c})" for r in inputs if (c := _changed_code(r))]
+    if stale:
+        notes.append("the code of its inputs changed since they ran: " + "; ".join(stale))
+    return ", and ".join(notes) + ": a rerun may change it" if notes else ""
 
 
 def build(ledger: Path, results: Path, reference_root: Path, experiments: Path = Path("config/experiment")) -> pd.DataFrame:

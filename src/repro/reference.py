@@ -37,11 +37,11 @@ def find_reference(reference_root: Path, paper: str, experiment: str) -> Path | 
     return None
 
 
-def input_gpu_name(rec: dict, results: Path) -> str | None:
-    """The GPU (name) whose records a CPU step combined: the one GPU of all its record inputs, or None
+def input_records(rec: dict, results: Path) -> list[dict] | None:
+    """The records a CPU step read (its inputs that are records), or None when one is not there
     (input paths are relative to the run's working directory: results/<paper>/<experiment>/..., read
     here below ``results``, so that a published folder resolves its inputs among its neighbours)."""
-    names = set()
+    found = []
     for value in (rec.get("inputs") or {}).values():
         path = Path(str(value))
         if path.name != records.RECORD_NAME:
@@ -50,7 +50,13 @@ def input_gpu_name(rec: dict, results: Path) -> str | None:
             path = Path(results).joinpath(*path.parts[1:]) if path.parts[0] == "results" else Path(results).parent / path
         if not path.exists():
             return None
-        names.add(records.read(path)["provenance"].get("gpu_name"))
+        found.append(records.read(path))
+    return found
+
+
+def input_gpu_name(rec: dict, results: Path) -> str | None:
+    """The GPU (name) whose records a CPU step combined: the one GPU of all its record inputs, or None."""
+    names = {r["provenance"].get("gpu_name") for r in input_records(rec, results) or []}
     return names.pop() if len(names) == 1 else None
 
 
