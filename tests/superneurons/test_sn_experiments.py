@@ -114,6 +114,33 @@ def test_depth_and_throughput_smoke(tmp_path):
     throughput_figure(out)
 
 
+def test_throughput_rounds_alternate_order_and_take_medians(tmp_path, monkeypatch):
+    """rounds=3: every arm measured three times, the second round in reverse order; the metrics
+    take each arm's median and round_spread_max the largest max/min - 1 of one arm's rounds."""
+    order, speeds = [], {"plain": [100, 130, 110], "ours": [90, 99, 120]}
+
+    def fake_probe(self, spec, ctx, cache=None):
+        order.append(spec.arm)
+        return {"fits": True, "reason": "ok", "images_per_s": speeds[spec.arm][order.count(spec.arm) - 1]}
+
+    monkeypatch.setattr(ThroughputParams, "probe", fake_probe)
+    p = ThroughputParams(**TINY_BENCH, arms=["plain", "ours"], equal_depth_blocks=4, checkpoint_depth_blocks=4,
+                         rounds=3)
+    run = throughput(p, Context(out_dir=tmp_path))
+    assert order == ["plain", "ours", "ours", "plain", "plain", "ours"]
+    assert run.metrics["images_per_s_plain"] == 110 and run.metrics["images_per_s_ours"] == 99
+    assert run.metrics["speed_vs_plain"] == pytest.approx(0.9)
+    assert run.metrics["round_spread_max"] == pytest.approx(120 / 90 - 1)
+    assert list(run.tables["throughput"]["round"]) == [1, 1, 2, 2, 3, 3]
+    out = tmp_path / "fig"
+    out.mkdir()
+    run.tables["throughput"].to_csv(out / "throughput.csv", index=False)
+    (out / "record.json").write_text(json.dumps({"status": "ok", "metrics": run.metrics}))
+    throughput_figure(out)
+    with pytest.raises(ValueError, match="rounds"):
+        throughput(ThroughputParams(**TINY_BENCH, rounds=0, checkpoint_depth_blocks=4), Context(out_dir=tmp_path))
+
+
 def test_an_interrupted_peak_memory_run_resumes_from_its_probe_cache(tmp_path, monkeypatch):
     """A killed run leaves its finished probes in probe_cache.jsonl; the rerun takes them (a cut last
     line, another code fingerprint or another spec is probed again), tags it and removes the file."""

@@ -444,11 +444,15 @@ class ThroughputParams(BenchParams):
     checkpoint_depth_blocks: int = 0  # ours vs checkpointing here; 0: max_blocks_checkpoint of inputs.depth
     warmup: int = 2
     steps: int = 5
+    rounds: int = 1  # every arm measured this many times, in reversed order every other round:
+    # the metrics take each arm's median, the table keeps every round (its spread is the run's noise)
 
 
 @experiment(params=ThroughputParams)
 def throughput(p: ThroughputParams, ctx: Context) -> Result:
     _check_arms(p.arms, ARMS, "arms")
+    if p.rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {p.rounds}")
     cap = p.cap_gib * GIB
     deep = p.checkpoint_depth_blocks
     if deep <= 0:
@@ -462,13 +466,13 @@ def throughput(p: ThroughputParams, ctx: Context) -> Result:
     runs = [(arm, p.equal_depth_blocks) for arm in p.arms]
     runs += [(arm, deep) for arm in ("checkpoint", "ours") if arm in p.arms and deep != p.equal_depth_blocks]
     rows = []
-    for arm, blocks in runs:
+    for rnd, (arm, blocks) in ((rnd, run) for rnd in range(p.rounds) for run in (runs[::-1] if rnd % 2 else runs)):
         r = p.probe(p.spec(arm, ctx, model="bottleneck_resnet", model_kw={"blocks": blocks, **p.model_kw},
                            cap_bytes=cap), ctx)
-        ctx.log.info("throughput %s at %d blocks: %s, %.1f images/s", arm, blocks, r["reason"],
+        ctx.log.info("throughput %s at %d blocks (round %d): %s, %.1f images/s", arm, blocks, rnd + 1, r["reason"],
                      r.get("images_per_s", float("nan")))
         plan, per_step = r.get("plan") or {}, r.get("per_step") or {}
-        rows.append(dict(arm=arm, blocks=blocks, fits=r["fits"], reason=r["reason"], images_per_s=r.get("images_per_s"),
+        rows.append(dict(arm=arm, blocks=blocks, round=rnd + 1, fits=r["fits"], reason=r["reason"], images_per_s=r.get("images_per_s"),
                          step_s=r.get("step_s"), peak_bytes=r.get("peak_bytes"),
                          est_peak_bytes=(r.get("est_static_bytes") or 0) + (r.get("est_dynamic_bytes") or 0),
                          segments=plan.get("segments"), recomputed_segments=plan.get("recomputed"),
@@ -479,9 +483,9 @@ def throughput(p: ThroughputParams, ctx: Context) -> Result:
                          **{f"{k}_per_step": v for k, v in per_step.items()}))
     table = pd.DataFrame(rows)
 
-    def ips(arm, blocks):
+    def ips(arm, blocks):  # the median over rounds
         hit = table[(table.arm == arm) & (table.blocks == blocks) & table.fits]
-        return float(hit.images_per_s.iloc[0]) if len(hit) else None
+        return float(hit.images_per_s.median()) if len(hit) else None
 
     metrics = {f"images_per_s_{a}": v for a in p.arms if (v := ips(a, p.equal_depth_blocks)) is not None}
     ours_eq, ours_deep = ips("ours", p.equal_depth_blocks), ips("ours", deep)
@@ -491,6 +495,10 @@ def throughput(p: ThroughputParams, ctx: Context) -> Result:
                           ("speed_vs_checkpoint", ours_deep, ips("checkpoint", deep))):
         if num is not None and den:
             metrics[key] = num / den
+    fitted = table[table.fits]
+    if p.rounds > 1 and len(fitted):  # the largest max/min - 1 of one arm's rounds: the run's own noise
+        spread = fitted.groupby(["arm", "blocks"]).images_per_s.agg(lambda s: s.max() / s.min() - 1)
+        metrics["round_spread_max"] = float(spread.max())
     return Result(metrics=metrics, tables={"throughput": table},
                   tags={"equal_depth_blocks": p.equal_depth_blocks, "checkpoint_depth_blocks": deep,
                         "timing": "cuda" if ctx.device == "cuda" else "cpu (smoke: code path only)"})

@@ -84,12 +84,15 @@ def throughput(run_dir: Path) -> Figure:
     table = table.assign(depth=table.blocks.map(lambda b: f"{b} blocks"))
     fig = Figure(figsize=(8, 4.2))
     ax = fig.subplots()
-    sns.barplot(table, x="depth", y="images_per_s", hue="arm", ax=ax)
+    rounds = int(table["round"].max()) if "round" in table else 1
+    sns.barplot(table, x="depth", y="images_per_s", hue="arm", ax=ax, estimator="median",
+                errorbar=("pi", 100) if rounds > 1 else None)  # the bars span every round
     ax.set(ylabel="images / s", title=f"ours / plain {_metric(record, 'speed_vs_plain')}x, "
-                                       f"ours / checkpoint {_metric(record, 'speed_vs_checkpoint')}x")
+                                      f"ours / checkpoint {_metric(record, 'speed_vs_checkpoint')}x"
+                                      + (f"\nmedian of {rounds} rounds (bars: their range)" if rounds > 1 else ""))
     fig.suptitle(f"SuperNeurons throughput\n{run_subtitle(record, 'memory_source', 'timing')}", fontsize=10)
     if "recomputed_units" in table:  # what limited ours: recomputation and host copies per step
-        ours = table[(table.arm == "ours") & table.fits]
+        ours = table[(table.arm == "ours") & table.fits].drop_duplicates("blocks")
         notes = [f"ours at {r.blocks} blocks: {r.recomputed_units:.0f} units recomputed in "
                  f"{r.recomputed_segments:.0f} segments, {r.offloaded_bytes_per_step / GIB:.2f} GiB offloaded / step"
                  for r in ours.itertuples() if pd.notna(r.recomputed_units)]
