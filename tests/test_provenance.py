@@ -86,3 +86,23 @@ def test_subtitle_of_a_cpu_step_names_the_gpu_of_its_inputs(tmp_path):
     (step / "record.json").write_text(json.dumps({"provenance": {}, "device": "cpu",
                                                   "inputs": {"arm": "results/comet/arm/record.json"}}))
     assert run_subtitle(run_record(step)).startswith("cpu")
+
+
+def test_gpu_board_picks_our_card_by_uuid_and_host_info_reads_proc(tmp_path):
+    from repro.provenance import gpu_board, host_info
+
+    rows = ["GPU-aaaa, 1980, 700.00", "GPU-BBBB, 1755, [N/A]"]
+    assert gpu_board("bbbb", query=lambda fields: rows) == {
+        "gpu_uuid": "bbbb", "gpu_clock_max_sm_mhz": 1755.0, "gpu_power_limit_w": None}
+    assert gpu_board("cccc", query=lambda fields: rows) == {"gpu_uuid": "cccc"}  # not listed: the UUID alone
+    assert gpu_board(None, query=lambda fields: rows) == {}  # no CUDA device
+
+    def broken(fields):
+        raise OSError("no nvidia-smi")
+    assert gpu_board("aaaa", query=broken) == {}
+    (tmp_path / "cpuinfo").write_text("processor\t: 0\nmodel name\t: Example CPU @ 2.0GHz\n")
+    (tmp_path / "meminfo").write_text("MemTotal:       1024 kB\nMemFree: 1 kB\n")
+    info = host_info.__wrapped__(tmp_path)
+    assert info["cpu_model"] == "Example CPU @ 2.0GHz" and info["host_memory_bytes"] == 1024 * 1024
+    assert info["cpu_count"] >= 1
+    assert "cpu_model" not in host_info.__wrapped__(tmp_path / "missing")  # unreadable: left out

@@ -84,7 +84,62 @@ def gpu_info() -> dict:
         "gpu_memory_bytes": props.total_memory,
         "cuda": torch.version.cuda,
         "driver": driver,
+        **gpu_board(device_uuid(0)),
     }
+
+
+def gpu_board(uuid: str | None, query=None) -> dict:
+    """What tells one lent card from another of the same name, read (never set) from nvidia-smi for
+    the GPU with ``uuid``: its UUID, maximum SM clock and power limit. Two H200s of one name measured
+    the same 64-block step in 60 and 89 ms (session 7): these fields, with host_info's, let a reader
+    see whether the machines differed. Empty where nvidia-smi cannot say."""
+    if uuid is None:
+        return {}
+    fields = "uuid,clocks.max.sm,power.limit"
+    try:
+        rows = (query or _smi_query)(fields)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    for row in rows:
+        cells = [c.strip() for c in row.split(",")]
+        if len(cells) == 3 and _uuid(cells[0]) == uuid:
+            return {"gpu_uuid": uuid, "gpu_clock_max_sm_mhz": _number(cells[1]),
+                    "gpu_power_limit_w": _number(cells[2])}
+    return {"gpu_uuid": uuid}
+
+
+def _smi_query(fields: str) -> list[str]:
+    out = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True, timeout=20, check=True)
+    return out.stdout.strip().splitlines()
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:  # "[N/A]"
+        return None
+
+
+@lru_cache(maxsize=1)
+def host_info(proc: Path = Path("/proc")) -> dict:
+    """The host's CPU model, the CPUs this process may use and its memory (Linux /proc; fields it
+    cannot read are left out): the host side of a launch-bound step's speed."""
+    info = {"cpu_count": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()}
+    try:
+        model = next((line.split(":", 1)[1].strip() for line in (proc / "cpuinfo").read_text().splitlines()
+                      if line.startswith("model name")), None)
+        if model:
+            info["cpu_model"] = model
+    except OSError:
+        pass
+    try:
+        kib = next(int(line.split()[1]) for line in (proc / "meminfo").read_text().splitlines()
+                   if line.startswith("MemTotal:"))
+        info["host_memory_bytes"] = kib * 1024
+    except (OSError, StopIteration, ValueError, IndexError):
+        pass
+    return info
 
 
 def gpu_slug(name: str | None) -> str:
@@ -107,6 +162,7 @@ def collect(cfg: dict | None = None) -> dict:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "cpu": platform.processor() or platform.machine(),
+        **host_info(),
         **gpu_info(),
         "packages": {
             name: _version(name)
