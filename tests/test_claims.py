@@ -149,3 +149,23 @@ def test_stale_code_of_a_comparison_names_its_stale_inputs(monkeypatch, tmp_path
     assert note.startswith("the code of its inputs changed") and "comet_actnn2bit (old1234: hooks.py)" in note
     assert "its paper's code" not in note  # the comparison itself is current
     assert claims.stale_code(cmp) == ""  # without the results folder nothing is resolved
+
+
+def test_timing_claims_name_records_measured_on_a_shared_gpu(tmp_path):
+    """A comparison whose input ran beside other GPU processes: a timing claim's note says which."""
+    from repro import claims, records
+
+    def write(rel, experiment, sharing, inputs=None):
+        d = tmp_path / rel
+        d.mkdir(parents=True)
+        rec = {"paper": "p", "experiment": experiment, "scale": "paper", "status": "ok", "params": {}, "metrics": {},
+               "started": "2026-12-01T00:00:00", "provenance": {"gpu_sharing": sharing}, "inputs": inputs or {}}
+        (d / records.RECORD_NAME).write_text(json.dumps(rec))
+        return records.read(d / records.RECORD_NAME)
+
+    write("p/alone", "alone", {"gpu_neighbours_max": 0})
+    write("p/shared", "shared", {"gpu_neighbours_max": 3})
+    cmp = write("p/cmp", "cmp", None, {"a": "results/p/alone/record.json", "b": "results/p/shared/record.json"})
+    note = claims.shared_gpu([cmp])
+    assert "shared (up to 3)" in note and "alone" not in note and "shared-GPU times" in note
+    assert claims.shared_gpu([records.read(tmp_path / "p" / "alone" / records.RECORD_NAME)]) == ""

@@ -32,7 +32,7 @@ COLUMNS = ["claim_id", "paper", "statement", "paper_value", "target", "measured"
            "source", "hardware", "run_id", "commit"]
 VERDICTS = ("reproduced", "not-reproduced", "not-run-here", "model", "pending")
 CLAIM_FIELDS = {"id", "paper", "statement", "paper_value", "unit", "target", "direction", "metric", "also",
-                "needs", "kind", "note"}
+                "needs", "kind", "timing", "note"}
 REQUIRED = {"id", "paper", "statement", "paper_value", "unit", "target", "direction", "needs"}
 OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
 
@@ -141,10 +141,28 @@ def evaluate(claim: dict, results: Path, reference_root: Path, experiments: Path
         note += f"; on the reference machine it was {'reproduced' if ok else 'not reproduced'}"
         if stale := stale_code(first, Path(first["_dir"]).parents[1]):
             note += f"; {stale}"
+    if claim.get("timing") and (shared := shared_gpu(recs.values())):
+        note += f"; {shared}"
     row.update(measured=_fmt(measured), verdict=verdict, source=source,
                hardware=hardware,
                run_id=first["record_id"], commit=prov.get("commit", "") + ("+dirty" if prov.get("dirty") else ""))
     return {**row, "note": note}
+
+
+def shared_gpu(recs) -> str:
+    """For a timing claim: which of the records it reads (and, for a CPU step, the records that step
+    read) were measured beside other processes on their GPU (provenance.gpu_sharing), so that the
+    report says the speeds behind the value are shared-GPU speeds ("" when none was, or none says)."""
+    seen, shared = set(), []
+    for rec in recs:
+        inputs = input_records(rec, Path(rec["_dir"]).parents[1]) if "_dir" in rec else None
+        for r in [rec, *(inputs or [])]:
+            n = ((r.get("provenance") or {}).get("gpu_sharing") or {}).get("gpu_neighbours_max") or 0
+            if n > 0 and r["experiment"] not in seen:
+                seen.add(r["experiment"])
+                shared.append(f"{r['experiment']} (up to {n})")
+    return ("records it read that ran while other processes shared their GPU: " + ", ".join(shared) +
+            " neighbours; their times are shared-GPU times") if shared else ""
 
 
 def _changed_code(record: dict) -> str:
