@@ -68,11 +68,7 @@ def gpu_info() -> dict:
     names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     driver = None
     try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=20, check=True,
-        )
-        driver = out.stdout.strip().splitlines()[0]
+        driver = _smi_query("driver_version")[0]
     except (OSError, subprocess.SubprocessError, IndexError):
         pass
     props = torch.cuda.get_device_properties(0)

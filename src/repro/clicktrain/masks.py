@@ -290,10 +290,10 @@ class ChannelLassoHooks(MaskHooks):
         if epoch % self.interval == 0:
             self._to_device(model)
             for i, (n, w) in enumerate(zip(self.names, _weights(model, self.names))):
-                kept = w * self.masks[n]
-                self.masks[n][self._small(kept, (1, 2, 3))] = 0
+                live = w * self.masks[n]
+                self.masks[n][self._small(live, (1, 2, 3))] = 0
                 if self.in_channels and i > 0:
-                    self.masks[n][:, self._small(kept, (0, 2, 3))] = 0
+                    self.masks[n][:, self._small(live, (0, 2, 3))] = 0
             self.set_masks(model, self.masks)
         kept = sum(int(m.flatten(1).any(1).sum()) for m in self.masks.values())
         total = sum(len(m) for m in self.masks.values())

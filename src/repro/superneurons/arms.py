@@ -104,8 +104,7 @@ class Arm:
         if (why := unsupported(name, self.units)) is not None:
             raise ValueError(f"arm {name!r} cannot train this model: {why}")
         if name in BASELINE_ARMS:
-            self.optimizer = torch.optim.SGD(model.parameters(), lr=optim.lr, momentum=optim.momentum,
-                                             weight_decay=optim.weight_decay)
+            self.optimizer = self._torch_sgd()
             self.segments = checkpoint_segments(len(self.units))
             self._flat = nn.Sequential(*[m for _, m in self.units])
         else:
@@ -131,9 +130,14 @@ class Arm:
                 and plan.estimate["peak_dynamic"] + param_bytes(self.model) <= budget):
             self.sgd.remove()
             self.sgd = None
-            self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.optim.lr, momentum=self.optim.momentum,
-                                             weight_decay=self.optim.weight_decay, foreach=True)
+            self.optimizer = self._torch_sgd()
         return plan
+
+    def _torch_sgd(self) -> torch.optim.SGD:
+        """torch.optim's SGD over the model (multi-tensor on the GPU by default): the baselines', and
+        ours' where SGD runs after backward."""
+        return torch.optim.SGD(self.model.parameters(), lr=self.optim.lr, momentum=self.optim.momentum,
+                               weight_decay=self.optim.weight_decay)
 
     @property
     def sgd_placement(self) -> str:

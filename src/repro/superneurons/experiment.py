@@ -173,9 +173,9 @@ def peak_memory(p: PeakParams, ctx: Context) -> Result:
         name, model, kw, size = _network(net)
         cap = p.workspace_cap(model, kw, size) if set(p.configs) & set(WSCAP_CONFIGS) else None
         for config in p.configs:
-            wscap = config in WSCAP_CONFIGS
             spec = p.spec(config, ctx, model=model, model_kw=kw, momentum_on_host="no",
-                          pool_budget_bytes=p.pool_budget_bytes, workspace_cap_mib=cap if wscap else None)
+                          pool_budget_bytes=p.pool_budget_bytes,
+                          workspace_cap_mib=cap if config in WSCAP_CONFIGS else None)
             if size is not None:
                 spec.image_size = size
             r = p.probe(spec, ctx, cache)
@@ -206,12 +206,10 @@ def peak_memory(p: PeakParams, ctx: Context) -> Result:
                 metrics[f"{prefix}ratio_{config.replace('+', '_')}_{name}"] = float(by.loc[config, column])
         if full and {full, "plain"} <= set(by.index) and by.loc[full, "fits"] and by.loc["plain", "fits"]:
             metrics[f"{prefix}dynamic_reduction_{name}"] = float(by.loc["plain", dyn]) / float(by.loc[full, dyn])
-    done_all = table[(table.config == "all") & table.fits]
-    if len(done_all) == len(p.networks):  # the claim is over every network, so it needs every one
-        metrics[f"{prefix}peak_dynamic_over_largest_layer_all"] = float(done_all[column].max())
-    done_full = table[(table.config == full) & table.fits]
-    if full and len(done_full) == len(p.networks):
-        metrics[f"{prefix}peak_dynamic_over_largest_layer"] = float(done_full[column].max())
+    for config, key in ((full, "peak_dynamic_over_largest_layer"), ("all", "peak_dynamic_over_largest_layer_all")):
+        done = table[(table.config == config) & table.fits]
+        if config and len(done) == len(p.networks):  # the claim is over every network, so it needs every one
+            metrics[f"{prefix}{key}"] = float(done[column].max())
     tags = {"memory_source": "cuda allocator" if measured else "liveness estimate (CPU)",
             "cudnn": f"cudnn.benchmark {'on' if table.cudnn_benchmark.any() else 'off'}"}
     if table.workspace_cap_mib.notna().any():
@@ -465,15 +463,16 @@ def throughput(p: ThroughputParams, ctx: Context) -> Result:
         deep = int(depth_metrics[key])
     runs = [(arm, p.equal_depth_blocks) for arm in p.arms]
     runs += [(arm, deep) for arm in ("checkpoint", "ours") if arm in p.arms and deep != p.equal_depth_blocks]
+    schedule = [(rnd, run) for rnd in range(p.rounds) for run in (runs[::-1] if rnd % 2 else runs)]
     rows = []
-    for rnd, (arm, blocks) in ((rnd, run) for rnd in range(p.rounds) for run in (runs[::-1] if rnd % 2 else runs)):
+    for rnd, (arm, blocks) in schedule:
         r = p.probe(p.spec(arm, ctx, model="bottleneck_resnet", model_kw={"blocks": blocks, **p.model_kw},
                            cap_bytes=cap), ctx)
         ctx.log.info("throughput %s at %d blocks (round %d): %s, %.1f images/s", arm, blocks, rnd + 1, r["reason"],
                      r.get("images_per_s", float("nan")))
         plan, per_step = r.get("plan") or {}, r.get("per_step") or {}
-        rows.append(dict(arm=arm, blocks=blocks, round=rnd + 1, fits=r["fits"], reason=r["reason"], images_per_s=r.get("images_per_s"),
-                         step_s=r.get("step_s"), peak_bytes=r.get("peak_bytes"),
+        rows.append(dict(arm=arm, blocks=blocks, round=rnd + 1, fits=r["fits"], reason=r["reason"],
+                         images_per_s=r.get("images_per_s"), step_s=r.get("step_s"), peak_bytes=r.get("peak_bytes"),
                          est_peak_bytes=(r.get("est_static_bytes") or 0) + (r.get("est_dynamic_bytes") or 0),
                          segments=plan.get("segments"), recomputed_segments=plan.get("recomputed"),
                          recomputed_units=plan.get("recomputed_units"), memory_centric=plan.get("memory_centric"),
