@@ -124,6 +124,34 @@ def test_hooks_are_called_and_force_eager(data):
     assert result.mode == "eager" and "does not declare compile_safe" in result.notes[0]
 
 
+class ResumeSpy(Killer):
+    """Records the order of load_state_dict, on_resume and the first step."""
+
+    def __init__(self, kill_at=None):
+        super().__init__(kill_at)
+        self.order = []
+
+    def load_state_dict(self, state):
+        self.order.append("load")
+
+    def on_resume(self, model):
+        self.order.append(("resume", next(model.parameters()).device.type))
+
+    def after_optimizer_step(self, model):
+        if "step" not in self.order:
+            self.order.append("step")
+        super().after_optimizer_step(model)
+
+
+def test_on_resume_follows_the_load_before_any_step(data, tmp_path):
+    ckpt = tmp_path / "ckpt.pt"
+    with pytest.raises(KeyboardInterrupt):
+        train(_model(), *data, CFG, hooks=ResumeSpy(kill_at=10), checkpoint=ckpt)
+    spy = ResumeSpy()
+    train(_model(), *data, CFG, hooks=spy, checkpoint=ckpt)
+    assert spy.order == ["load", ("resume", "cpu"), "step"]
+
+
 def test_fast_mode_rules():
     assert fast_mode_conflict(TrainHooks(), compile=True, cuda_graph=True) is None
     assert "graph_safe" in fast_mode_conflict(Recorder(), compile=False, cuda_graph=True)

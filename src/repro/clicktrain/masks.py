@@ -81,8 +81,12 @@ class MaskHooks(TrainHooks):
     def load_state_dict(self, state: dict) -> None:
         self.masks, self.active = dict(state["masks"]), state["active"]
 
+    def on_resume(self, model: nn.Module) -> None:
+        self._to_device(model)
+
     def _to_device(self, model: nn.Module) -> None:
-        """After load_state_dict the masks are on the CPU; move them next to the weights once."""
+        """After load_state_dict the masks are on the CPU; move them next to the weights once (the
+        first step after a resume multiplies them into the weights)."""
         for n, w in zip(self.masks, _weights(model, self.masks)):
             if self.masks[n].device != w.device or self.masks[n].stride() != w.stride():
                 self.masks[n] = _like(self.masks[n], w)

@@ -13,7 +13,10 @@ Subclass :class:`TrainHooks` and override only what an arm needs; the trainer ca
                               change the model (phase changes, mask selection) and return extra
                               metrics for the epoch's row.
   state_dict() / load_state_dict(state)  the hooks' own state (masks, phase), checkpointed with
-                              the model so that a resumed run continues exactly.
+                              the model so that a resumed run continues exactly. Checkpoints
+                              hold CPU tensors: load_state_dict gets them there.
+  on_resume(model)            after load_state_dict, once the model is on its device, before the
+                              first step: move loaded state next to the weights.
   step_key()                  a hashable naming what the per-step methods currently do (phase,
                               which tensors they touch); a CUDA-graph step is re-captured when
                               it changes (see below).
@@ -65,6 +68,9 @@ class TrainHooks:
         return {}
 
     def load_state_dict(self, state: dict) -> None:
+        pass
+
+    def on_resume(self, model: nn.Module) -> None:
         pass
 
     def step_key(self):

@@ -188,6 +188,7 @@ def train(model: nn.Module, train_split: Split, test_split: Split, cfg: TrainCon
         for group in optimizer.param_groups:
             group["lr"] = lr
         hooks.load_state_dict(state["hooks"])
+        hooks.on_resume(model)
         history, start_epoch = list(state["history"]), state["epoch"]
         set_rng_state(state["rng"])
         log.info("resuming from %s after epoch %d", checkpoint, start_epoch)
