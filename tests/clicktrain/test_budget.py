@@ -129,6 +129,24 @@ def test_budget_names_a_missing_input(sweep_inputs, tmp_path):
         budget(BudgetParams(), Context(out_dir=tmp_path / "out", inputs=sweep_inputs))
 
 
+def test_partial_collection_lists_missing_points(sweep_inputs, tmp_path):
+    p = BudgetParams(budgets=[10, 20, 40, 80])
+    _record(sweep_inputs["sweep"] / "dense_e80", "dense", {"epochs": 80},
+            dict(final_top1=88.5, best_top1=88.6, epochs=80, total_train_s=120.0))
+    with pytest.raises(records.RecordError, match="clicktrain_e80.*no run record here"):
+        budget(p, Context(out_dir=tmp_path / "out", inputs=sweep_inputs))  # the DAG's default: every point
+    p.partial = True
+    result = budget(p, Context(out_dir=tmp_path / "out", inputs=sweep_inputs))
+    table, m = result.tables["converged"].set_index("arm"), result.metrics
+    assert m["points_missing"] == 4 and len(result.tables["points"]) == 16
+    assert result.tags["missing"].endswith("clicktrain_e80, admm_e80, prunetrain_e80, sparse24_e80")
+    assert table.loc["dense", "largest_budget"] == 80 and table.loc["dense", "shortest_budget"] == 40
+    assert table.loc["dense", "converged"] and table.loc["admm", "largest_budget"] == 40
+    del sweep_inputs["admm"]  # a missing configured run is still an error
+    with pytest.raises(records.RecordError, match="inputs.admm is missing"):
+        budget(p, Context(out_dir=tmp_path / "out", inputs=sweep_inputs))
+
+
 def test_converged_budgets_with_one_budget():
     points = pd.DataFrame(dict(arm=["a"], budget=[3], final_top1=[50.0], e2e_s=[1.0], compression=[1.0]))
     row = converged_budgets(points, 0.3).iloc[0]

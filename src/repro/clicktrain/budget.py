@@ -43,10 +43,16 @@ def converged_budgets(points: pd.DataFrame, tolerance: float) -> pd.DataFrame:
 
 @experiment(params=BudgetParams, needs_gpu=False)
 def budget(p: BudgetParams, ctx: Context) -> Result:
-    rows = []
+    rows, missing = [], []
     for arm in p.arms:
         for epochs in sorted(p.budgets):
-            rec, source = _point_record(ctx, p, arm, epochs)
+            try:
+                rec, source = _point_record(ctx, p, arm, epochs)
+            except records.RecordError as exc:
+                if not (p.partial and "no run record here" in str(exc)):
+                    raise
+                missing.append(point_name(arm, epochs))
+                continue
             m = rec["metrics"]
             if "final_top1" not in m:
                 raise records.RecordError(f"{rec['_dir']}: no final_top1 (status {rec['status']}: {rec.get('reason')})")
@@ -62,10 +68,13 @@ def budget(p: BudgetParams, ctx: Context) -> Result:
                         f"top1_at_shortest_{row.arm}": row.top1_at_shortest,
                         f"e2e_s_at_shortest_{row.arm}": row.e2e_s_at_shortest, f"converged_{row.arm}": row.converged})
     metrics["arms_converged"] = int(table.converged.sum())
+    metrics["points_missing"] = len(missing)
     tags = dict(budget="total epochs E of the dense / ClickTrain schedule; every phase keeps its share of E "
                        "(ADMM: dense E, then ADMM and retraining round(E/2) each)",
                 converged=f"shortest budget whose final top-1 is within {p.tolerance} points of the arm's best; "
                           "converged 0: that is the largest budget swept, so more may still help",
                 e2e_s="training passes + pruning work (the arms' e2e_s; the dense baseline's total_train_s); "
                       "per-epoch evaluation excluded")
+    if missing:  # partial: an arm's largest budget is then the largest it has, its `converged` judged there
+        tags["missing"] = f"no record (partial collection): {', '.join(missing)}"
     return Result(metrics=metrics, tables={"points": points, "converged": table}, tags=tags)

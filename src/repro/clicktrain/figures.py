@@ -119,7 +119,9 @@ def budget(run_dir: Path) -> Figure:
     comp.set(xscale="log", xticks=budgets, xlabel="budget E (epochs)", ylabel="conv weight compression (dense / nonzero)",
              title="compression")
     _plain_log(comp, "x")
-    fig.suptitle(f"ClickTrain arms against schedule length\n{run_subtitle(record)}", fontsize=10)
+    missing = record.get("tags", {}).get("missing")
+    fig.suptitle(f"ClickTrain arms against schedule length\n{run_subtitle(record)}"
+                 + (f"\n{missing}" if missing else ""), fontsize=10)
     fig.tight_layout()
     return fig
 

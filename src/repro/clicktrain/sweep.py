@@ -36,6 +36,9 @@ class BudgetParams:
     # arm -> {parameter: share of E}: absolute phase lengths that must scale with the budget
     scaled: dict = field(default_factory=lambda: {"admm": {"admm_epochs": 0.5, "retrain_epochs": 0.5}})
     tolerance: float = 0.3  # top-1 points under an arm's best that still count as converged
+    # collect the points that have records and list those that have none (a reference made piecewise
+    # on lent GPU time: `experiment.params.partial=true`); the workflow needs every point, so never sets it
+    partial: bool = False
 
 
 def read_config(path: Path, scale: str) -> BudgetParams:

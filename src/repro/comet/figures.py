@@ -177,26 +177,36 @@ def step_bench(run_dir: Path) -> Figure:
     return fig
 
 
+OFF_SCALE = 10.0  # points of top-1 loss
+
+
 def eb_sweep(run_dir: Path) -> Figure:
     """Top-1 loss against memory reduction per sweep point, one line per arm in order of its swept
     value (each point labelled with it), the target region shaded, ActNN 2-bit and the uncompressed
-    run marked."""
+    run marked. Losses past ``OFF_SCALE`` points (a run that diverged) are drawn at that edge with
+    their value written, so the points that matter keep their resolution."""
     run_dir = Path(run_dir)
     record = run_record(run_dir)
     pts = pd.read_csv(run_dir / "points.csv")
     params, m = record.get("params", {}), record.get("metrics", {})
     target, max_loss = params.get("target_reduction", 13.5), params.get("max_top1_loss", 0.5)
     pts["sweep"] = pts.arm + " (" + pts.parameter + ")"
+    off = pts.top1_loss > OFF_SCALE
+    pts["shown"] = pts.top1_loss.clip(upper=OFF_SCALE)
     sns.set_theme(style="whitegrid", context="paper")
     fig = Figure(figsize=(8, 5))
     ax = fig.subplots()
-    sns.lineplot(data=pts, x="mem_reduction", y="top1_loss", hue="sweep", marker="o", sort=False, estimator=None,
+    sns.lineplot(data=pts, x="mem_reduction", y="shown", hue="sweep", marker="o", sort=False, estimator=None,
                  ax=ax)
     below = {sweep: i % 2 == 0 for i, sweep in enumerate(pts.sweep.unique())}  # alternate: close lines stay legible
     for row in pts.itertuples():
-        ax.annotate(f"{row.value:g}", (row.mem_reduction, row.top1_loss), xytext=(4, -10 if below[row.sweep] else 4),
+        ax.annotate(f"{row.value:g}", (row.mem_reduction, row.shown), xytext=(4, -10 if below[row.sweep] else 4),
                     textcoords="offset points", fontsize=7)
-    xs, ys = [1.0, target, *pts.mem_reduction], [0.0, max_loss, *pts.top1_loss]
+    for row in pts[off].itertuples():
+        ax.scatter([row.mem_reduction], [row.shown], marker="^", s=60, color="tab:red", zorder=5)
+        ax.annotate(f"off scale: {row.top1_loss:.1f} points", (row.mem_reduction, row.shown), xytext=(-8, -14),
+                    textcoords="offset points", fontsize=7, color="tab:red", ha="right")
+    xs, ys = [1.0, target, *pts.mem_reduction], [0.0, max_loss, *pts.shown]
     if "actnn_mem_reduction" in m:
         x, y = m["actnn_mem_reduction"], m["actnn_top1_loss"]
         ax.scatter([x], [y], marker="*", s=160, color="black", zorder=4, label=f"ActNN 2-bit ({x:.1f}x, {y:+.2f})")
@@ -204,7 +214,7 @@ def eb_sweep(run_dir: Path) -> Figure:
     ax.scatter([1.0], [0.0], marker="X", s=60, color="grey", zorder=4, label="uncompressed")
     best = pts[pts.point == record.get("tags", {}).get("best_point")]
     if len(best):
-        ax.scatter(best.mem_reduction, best.top1_loss, s=220, facecolors="none", edgecolors="tab:green", linewidths=1.5,
+        ax.scatter(best.mem_reduction, best.shown, s=220, facecolors="none", edgecolors="tab:green", linewidths=1.5,
                    zorder=5, label=f"largest reduction within {max_loss:g} points")
     xlim, ylim = (min(xs) / 1.3, max(xs) * 1.3), (min(ys) - 0.5, max(ys) + 0.5)
     # the claim's region: at least the target reduction at no more than the allowed top-1 loss
