@@ -169,3 +169,16 @@ def test_timing_claims_name_records_measured_on_a_shared_gpu(tmp_path):
     note = claims.shared_gpu([cmp])
     assert "shared (up to 3)" in note and "alone" not in note and "shared-GPU times" in note
     assert claims.shared_gpu([records.read(tmp_path / "p" / "alone" / records.RECORD_NAME)]) == ""
+    assert claims.shared_gpu([cmp], ["a"]) == ""  # the value uses only input a's times
+    assert "shared (up to 3)" in claims.shared_gpu([cmp], ["a", "b"])
+
+
+@pytest.mark.parametrize("timing", ["yes", [], [1], {"a": 1}])
+def test_ledger_refuses_a_bad_timing_field(tmp_path, timing):
+    from repro import claims
+
+    claim = dict(id="x.y", paper="p", statement="s", paper_value=1, unit="x", target=1, direction=">=",
+                 needs="gpu", timing=timing)
+    (tmp_path / "l.yaml").write_text(yaml.safe_dump({"claims": [claim]}))
+    with pytest.raises(claims.LedgerError, match="timing must be"):
+        claims.load_ledger(tmp_path / "l.yaml")

@@ -26,7 +26,7 @@ import yaml
 from repro import records
 from repro.records import atomic_write_text
 from repro import provenance
-from repro.reference import find_reference, input_gpu_name, input_records
+from repro.reference import find_reference, input_gpu_name, input_records, named_input_records
 
 COLUMNS = ["claim_id", "paper", "statement", "paper_value", "target", "measured", "unit", "verdict",
            "source", "hardware", "run_id", "commit"]
@@ -58,6 +58,10 @@ def load_ledger(path: Path) -> list[dict]:
             raise LedgerError(f"{where}: missing field(s) {sorted(missing)}")
         if c["direction"] not in OPS:
             raise LedgerError(f"{where}: direction must be one of {list(OPS)}")
+        timing = c.get("timing", False)
+        if not (isinstance(timing, bool) or (isinstance(timing, list) and timing
+                                             and all(isinstance(t, str) for t in timing))):
+            raise LedgerError(f"{where}: timing must be true, false or a list of the comparison's input names")
         if c["id"] in seen:
             raise LedgerError(f"{where}: duplicate id")
         seen.add(c["id"])
@@ -141,7 +145,8 @@ def evaluate(claim: dict, results: Path, reference_root: Path, experiments: Path
         note += f"; on the reference machine it was {'reproduced' if ok else 'not reproduced'}"
         if stale := stale_code(first, Path(first["_dir"]).parents[1]):
             note += f"; {stale}"
-    if claim.get("timing") and (shared := shared_gpu(recs.values())):
+    timing = claim.get("timing")
+    if timing and (shared := shared_gpu(recs.values(), None if timing is True else timing)):
         note += f"; {shared}"
     row.update(measured=_fmt(measured), verdict=verdict, source=source,
                hardware=hardware,
@@ -149,14 +154,16 @@ def evaluate(claim: dict, results: Path, reference_root: Path, experiments: Path
     return {**row, "note": note}
 
 
-def shared_gpu(recs) -> str:
+def shared_gpu(recs, timed_inputs: list[str] | None = None) -> str:
     """For a timing claim: which of the records it reads (and, for a CPU step, the records that step
-    read) were measured beside other processes on their GPU (provenance.gpu_sharing), so that the
-    report says the speeds behind the value are shared-GPU speeds ("" when none was, or none says)."""
+    read; with ``timed_inputs``, only those inputs: the ones whose times the value uses) were
+    measured beside other processes on their GPU (provenance.gpu_sharing), so that the report says
+    the speeds behind the value are shared-GPU speeds ("" when none was, or none says)."""
     seen, shared = set(), []
     for rec in recs:
-        inputs = input_records(rec, Path(rec["_dir"]).parents[1]) if "_dir" in rec else None
-        for r in [rec, *(inputs or [])]:
+        inputs = named_input_records(rec, Path(rec["_dir"]).parents[1]) if "_dir" in rec else None
+        inputs = [r for name, r in (inputs or {}).items() if timed_inputs is None or name in timed_inputs]
+        for r in [rec, *inputs]:
             n = ((r.get("provenance") or {}).get("gpu_sharing") or {}).get("gpu_neighbours_max") or 0
             if n > 0 and r["experiment"] not in seen:
                 seen.add(r["experiment"])

@@ -41,8 +41,14 @@ def input_records(rec: dict, results: Path) -> list[dict] | None:
     """The records a CPU step read (its inputs that are records), or None when one is not there
     (input paths are relative to the run's working directory: results/<paper>/<experiment>/..., read
     here below ``results``, so that a published folder resolves its inputs among its neighbours)."""
-    found = []
-    for value in (rec.get("inputs") or {}).values():
+    named = named_input_records(rec, results)
+    return None if named is None else list(named.values())
+
+
+def named_input_records(rec: dict, results: Path) -> dict[str, dict] | None:
+    """:func:`input_records` under their input names (``inputs.<name>``)."""
+    found = {}
+    for name, value in (rec.get("inputs") or {}).items():
         path = Path(str(value))
         if path.name != records.RECORD_NAME:
             continue
@@ -50,7 +56,7 @@ def input_records(rec: dict, results: Path) -> list[dict] | None:
             path = Path(results).joinpath(*path.parts[1:]) if path.parts[0] == "results" else Path(results).parent / path
         if not path.exists():
             return None
-        found.append(records.read(path))
+        found[name] = records.read(path)
     return found
 
 
