@@ -108,6 +108,9 @@ def test_budget_collects_the_sweep(sweep_inputs, tmp_path):
     assert shortest == {"dense": 40, "clicktrain": 20, "admm": 40, "prunetrain": 20, "sparse24": 20}
     assert m["converged_clicktrain"] == 1 and m["converged_admm"] == 0 and m["arms_converged"] == 3
     assert m["best_top1_prunetrain"] == 88.4 and m["top1_at_shortest_sparse24"] == 87.9
+    vs = result.tables["vs_admm"]
+    assert vs.budget.tolist() == [10, 20, 40] and vs.top1_vs_admm.tolist() == pytest.approx([-2.0, -0.1, -2.0])
+    assert m["e2e_speedup_e20"] == pytest.approx(1.6 * 40 / (1.6 * 20))  # ADMM trains 2E, e2e 1.6 s per epoch
     run = tmp_path / "out"
     run.mkdir(exist_ok=True)
     for name, frame in result.tables.items():
@@ -142,6 +145,7 @@ def test_partial_collection_lists_missing_points(sweep_inputs, tmp_path):
     assert result.tags["missing"].endswith("clicktrain_e80, admm_e80, prunetrain_e80, sparse24_e80")
     assert table.loc["dense", "largest_budget"] == 80 and table.loc["dense", "shortest_budget"] == 40
     assert table.loc["dense", "converged"] and table.loc["admm", "largest_budget"] == 40
+    assert result.tables["vs_admm"].budget.tolist() == [10, 20, 40]  # ADMM has no 80-epoch point
     del sweep_inputs["admm"]  # a missing configured run is still an error
     with pytest.raises(records.RecordError, match="inputs.admm is missing"):
         budget(p, Context(out_dir=tmp_path / "out", inputs=sweep_inputs))

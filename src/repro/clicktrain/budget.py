@@ -41,6 +41,18 @@ def converged_budgets(points: pd.DataFrame, tolerance: float) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def versus_admm(points: pd.DataFrame) -> pd.DataFrame:
+    """Per budget that both ran: ClickTrain against pruning-after-training (ADMM), as ct.e2e
+    compares them at the configured budget: top-1 difference and end-to-end time ratio."""
+    by_arm = {arm: runs.set_index("budget") for arm, runs in points.groupby("arm")}
+    if not {"clicktrain", "admm"} <= set(by_arm):
+        return pd.DataFrame(columns=["budget", "top1_vs_admm", "e2e_speedup"])
+    ct, ad = by_arm["clicktrain"], by_arm["admm"]
+    both = sorted(set(ct.index) & set(ad.index))
+    return pd.DataFrame(dict(budget=both, top1_vs_admm=[ct.final_top1[b] - ad.final_top1[b] for b in both],
+                             e2e_speedup=[ad.e2e_s[b] / ct.e2e_s[b] for b in both]))
+
+
 @experiment(params=BudgetParams, needs_gpu=False)
 def budget(p: BudgetParams, ctx: Context) -> Result:
     rows, missing = [], []
@@ -68,6 +80,9 @@ def budget(p: BudgetParams, ctx: Context) -> Result:
                         f"top1_at_shortest_{row.arm}": row.top1_at_shortest,
                         f"e2e_s_at_shortest_{row.arm}": row.e2e_s_at_shortest, f"converged_{row.arm}": row.converged})
     metrics["arms_converged"] = int(table.converged.sum())
+    vs_admm = versus_admm(points)
+    for row in vs_admm.itertuples():
+        metrics.update({f"top1_vs_admm_e{row.budget}": row.top1_vs_admm, f"e2e_speedup_e{row.budget}": row.e2e_speedup})
     metrics["points_missing"] = len(missing)
     tags = dict(budget="total epochs E of the dense / ClickTrain schedule; every phase keeps its share of E "
                        "(ADMM: dense E, then ADMM and retraining round(E/2) each)",
@@ -77,4 +92,7 @@ def budget(p: BudgetParams, ctx: Context) -> Result:
                       "per-epoch evaluation excluded")
     if missing:  # partial: an arm's largest budget is then the largest it has, its `converged` judged there
         tags["missing"] = f"no record (partial collection): {', '.join(missing)}"
-    return Result(metrics=metrics, tables={"points": points, "converged": table}, tags=tags)
+    tags["vs_admm"] = ("ct.e2e's two measures at every budget both arms ran: ClickTrain's top-1 minus ADMM's, "
+                       "ADMM's end-to-end seconds over ClickTrain's (the points' times: shared-GPU ones where "
+                       "their records say so)")
+    return Result(metrics=metrics, tables={"points": points, "converged": table, "vs_admm": vs_admm}, tags=tags)
