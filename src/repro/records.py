@@ -23,6 +23,10 @@ class RecordError(ValueError):
     """A record is missing, unreadable or malformed."""
 
 
+class MissingRecord(RecordError):
+    """No record where one was looked for (the experiment has not run there)."""
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write(path, lambda fh: fh.write(text.encode()))
 
@@ -71,7 +75,7 @@ def read(path: Path) -> dict:
     if path.is_dir():
         path = path / RECORD_NAME
     if not path.exists():
-        raise RecordError(f"{path}: no run record here (has the experiment run?)")
+        raise MissingRecord(f"{path}: no run record here (has the experiment run?)")
     try:
         record = json.loads(path.read_text())
     except json.JSONDecodeError as exc:

@@ -60,8 +60,8 @@ def budget(p: BudgetParams, ctx: Context) -> Result:
         for epochs in sorted(p.budgets):
             try:
                 rec, source = _point_record(ctx, p, arm, epochs)
-            except records.RecordError as exc:
-                if not (p.partial and "no run record here" in str(exc)):
+            except records.MissingRecord:
+                if not p.partial:
                     raise
                 missing.append(point_name(arm, epochs))
                 continue

@@ -85,8 +85,8 @@ class MaskHooks(TrainHooks):
         self._to_device(model)
 
     def _to_device(self, model: nn.Module) -> None:
-        """After load_state_dict the masks are on the CPU; move them next to the weights once (the
-        first step after a resume multiplies them into the weights)."""
+        """Move the masks next to the weights (device, dtype, layout) where they are not: after
+        load_state_dict (they come from the CPU), or masks made before the model moved."""
         for n, w in zip(self.masks, _weights(model, self.masks)):
             if self.masks[n].device != w.device or self.masks[n].stride() != w.stride():
                 self.masks[n] = _like(self.masks[n], w)
@@ -132,7 +132,6 @@ class ClickTrainHooks(MaskHooks):
         if self.phase(self.completed + 1) != "lasso":
             return None
         if self._outside is None:
-            self._to_device(model)
             self._outside = [1 - m for m in self.masks.values()]
         norms = [torch.linalg.vector_norm(w * out, dim=(2, 3)).sum()
                  for w, out in zip(_weights(model, self.masks), self._outside)]
@@ -157,8 +156,6 @@ class ClickTrainHooks(MaskHooks):
                 self.set_masks(model, masks)
         elif epoch == self.warmup + self.lasso_epochs and self.masks:
             self.set_masks(model, self.masks)
-        if self.active:
-            self._to_device(model)
         return dict(phase=phase, hook_s=time.perf_counter() - t0)
 
     def state_dict(self) -> dict:
@@ -239,8 +236,6 @@ class WarmupThenMaskHooks(MaskHooks):
         self.completed = epoch
         if epoch == self.warmup:
             self.set_masks(model, self.make_masks(model))
-        elif self.active:
-            self._to_device(model)
         return dict(phase="dense" if epoch <= self.warmup else "masked", hook_s=time.perf_counter() - t0)
 
     def state_dict(self) -> dict:
