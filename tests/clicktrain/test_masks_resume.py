@@ -38,7 +38,12 @@ class Masked24(WarmupThenMaskHooks):
 
 
 @pytest.mark.parametrize("device", ["cpu", CUDA])
-def test_masked_phase_resumes(device, tmp_path):
+def test_masked_phase_resumes(device, tmp_path, monkeypatch):
+    # TF32 convolutions (cuDNN's default) round each product to 10 mantissa bits, and cudnn.benchmark
+    # may pick other algorithms in another run: on the H200 (session 9) two CUDA runs then ended ~3e-3
+    # apart in the stem's weights, larger than a lost optimiser or mask state would show here. In fp32
+    # the runs agree to rounding, so the CUDA comparison can be tight.
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
     data = synthetic_split(128, seed=0), synthetic_split(32, seed=1)
     cfg = TrainConfig(epochs=3, batch_size=16, warmup_epochs=0.5, eval_batch_size=32,
                       channels_last=device == "cuda")
@@ -64,5 +69,6 @@ def test_masked_phase_resumes(device, tmp_path):
     for key in a:
         if device == "cpu":
             assert torch.equal(a[key], b[key]), key
-        elif a[key].is_floating_point():  # cuDNN picks its algorithms anew: rounding may differ
-            assert torch.allclose(a[key], b[key], rtol=1e-2, atol=1e-3), key
+        elif a[key].is_floating_point():  # cuDNN picks its algorithms anew: fp32 rounding may differ
+            gap = (a[key] - b[key]).abs().max().item()
+            assert torch.allclose(a[key], b[key], rtol=1e-3, atol=1e-4), f"{key}: max gap {gap:.3g}"
