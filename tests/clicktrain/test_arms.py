@@ -203,3 +203,33 @@ def test_prunetrain_regulariser_in_and_out_channels_and_ratio():
         penalty = lam * float(both.group_lasso(model))
     assert penalty / (penalty + ce) == pytest.approx(0.2, rel=1e-5)
     assert ce_eval > 1.5 * ce  # what eval mode would have used
+
+
+class _KilledAfter(Context):
+    """A context whose epoch loops stop (as a killed job would) once ``epochs`` epochs have finished."""
+
+    def __init__(self, epochs: int, **kw):
+        super().__init__(**kw)
+        self.left = epochs
+
+    def progress(self, iterable, total=None, desc=""):
+        for item in iterable:
+            if self.left == 0:
+                raise KeyboardInterrupt("killed")
+            self.left -= 1
+            yield item
+
+
+def test_a_resumed_arm_says_so_and_ends_as_an_uninterrupted_one(prepared, tmp_path):
+    params = Sparse24Params(**{**TINY, "checkpoint": True}, epochs=3)  # 1 dense epoch, then 2 masked: one train() phase
+    ctx = dict(scale="smoke", device="cpu", seed=1, inputs=prepared)
+    straight = sparse24(params, Context(out_dir=tmp_path / "straight", **ctx))
+    with pytest.raises(KeyboardInterrupt):
+        sparse24(params, _KilledAfter(2, out_dir=tmp_path / "killed", **ctx))
+    assert (tmp_path / "killed" / "checkpoint_sparse24.pt").is_file()
+    resumed = sparse24(params, Context(out_dir=tmp_path / "killed", **ctx))
+    assert straight.tags["resumed"] == "none"
+    assert resumed.tags["resumed"].startswith("sparse24 after epoch 2 from its checkpoint")
+    assert resumed.metrics["final_top1"] == straight.metrics["final_top1"]
+    assert resumed.metrics["compression"] == straight.metrics["compression"]
+    assert not list((tmp_path / "killed").glob("checkpoint_*.pt"))  # finished: removed

@@ -119,6 +119,7 @@ class _Phases:
         self.notes: list[str] = []
         self.prune_s = 0.0
         self.checkpoints: list[Path] = []
+        self.resumed: dict[str, int] = {}  # phase -> epochs a checkpoint brought back
 
     def run(self, name: str, hooks: TrainHooks, **overrides) -> None:
         cfg = dataclasses.replace(_train_config(self.p), **overrides)
@@ -138,6 +139,8 @@ class _Phases:
         self.histories.append(history)
         self.modes[name] = result.mode
         self.notes += result.notes
+        if result.resumed_epochs:
+            self.resumed[name] = result.resumed_epochs
 
     def timed(self, fn, *args):
         """Pruning work between phases, counted in e2e_s."""
@@ -187,6 +190,9 @@ class _Phases:
         phases_mode = ", ".join(f"{k}: {v}" for k, v in self.modes.items())
         tags = dict(model=self.p.model, mode=phases_mode, mode_notes="; ".join(dict.fromkeys(self.notes)) or "none",
                     data_source=self.train_split.source, seed=self.ctx.seed,
+                    resumed="; ".join(f"{k} after epoch {v} from its checkpoint" for k, v in self.resumed.items())
+                            + " (those epochs' times and GPU neighbours are the interrupted run's)"
+                    if self.resumed else "none",
                     e2e_s="training passes of all phases + pruning work (selection, projection, masking); "
                           "per-epoch evaluation excluded (eval_s)",
                     flops="conv multiply-accumulates: nonzero weights x output pixels")
