@@ -37,6 +37,8 @@ def job_counts(workdir: Path, config: dict) -> collections.Counter:
 # 80) at paper scale, the 40-epoch points being the configured runs; (3, 4) at smoke, where only
 # ClickTrain's smoke run (3 epochs) is a configured run
 BUDGET_POINTS = {"paper": 5 * 3, "smoke": 5 * 2 - 1}
+# repeats of the sweep with other seeds: every arm at 40 epochs with seeds 1 and 2 (paper), at 4 with seed 1 (smoke)
+BUDGET_REPEATS = {"paper": 5 * 2, "smoke": 5}
 # runs of the COMET error-bound sweep beyond the arms' configured runs: adaptive (4 values) and fixed
 # (4) at paper scale, two per arm at smoke; one value per arm is the arm's configured run
 EB_SWEEP_POINTS = {"paper": 4 + 4 - 2, "smoke": 2 + 2 - 2}
@@ -48,6 +50,7 @@ def expected_counts(scale: str) -> dict:
             "ceilings": per_paper["ceilings"], "baseline": per_paper["baseline"], "tsm2x": per_paper["tsm2x"],
             "clicktrain": per_paper["clicktrain"] - 5, "clicktrain_compare": 2, "clicktrain_inference": 2,
             "clicktrain_budget": 1, "clicktrain_budget_point": BUDGET_POINTS[scale],
+            "clicktrain_budget_repeat": BUDGET_REPEATS[scale],
             "superneurons": per_paper["superneurons"] - 1, "superneurons_throughput": 1,
             "comet_bench": 1, "comet_step_bench": 1, "comet_max_batch": 1, "comet_arm": 8, "comet_sz3": 1, "comet_compare": 2,
             "comet_eb_sweep": 1, "comet_eb_sweep_point": EB_SWEEP_POINTS[scale]}

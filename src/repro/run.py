@@ -78,6 +78,7 @@ def execute(cfg: DictConfig) -> Path:
         "experiment": exp_cfg.name,
         "paper": exp_cfg.paper,
         "scale": scale,
+        "seed": int(cfg.seed),
         "figure": exp_cfg.get("figure"),
         "params": dataclasses.asdict(params),
         "inputs": {k: str(v) for k, v in inputs.items()},

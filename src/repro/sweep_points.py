@@ -50,14 +50,22 @@ def hydra_overrides(point: dict, scale: str) -> str:
     return "".join(f" ++experiment.{layer}.{key}={value}" for key, value in point.items())
 
 
-def read_point(inputs: dict, arm: str, experiment: str, point: dict, folder: str) -> tuple[dict, str]:
+def record_seed(rec: dict) -> int | None:
+    """The seed a record ran with (records before the field: the seed its arm tagged, if any)."""
+    seed = rec.get("seed", rec.get("tags", {}).get("seed"))
+    return None if seed is None else int(seed)
+
+
+def read_point(inputs: dict, arm: str, experiment: str, point: dict, folder: str,
+               seed: int | None = None) -> tuple[dict, str]:
     """The record of one point and where it came from: the arm's configured run (``inputs[arm]``)
-    where the point is that run, else ``inputs["sweep"]/<folder>``, checked to have run the point."""
+    where the point is that run, else ``inputs["sweep"]/<folder>``, checked to have run the point
+    (and, for a repeat, ``seed``: never the configured run's)."""
     if arm not in inputs:
         raise records.RecordError(f"inputs.{arm} is missing: pass the record of the {arm} arm's configured run "
                                   f"({experiment})")
     configured = records.read(inputs[arm])
-    if is_configured_run(point, configured["params"]):
+    if seed is None and is_configured_run(point, configured["params"]):
         return configured, "configured run"
     if "sweep" not in inputs:
         raise records.RecordError("inputs.sweep is missing: pass the folder of the sweep's runs")
@@ -65,4 +73,7 @@ def read_point(inputs: dict, arm: str, experiment: str, point: dict, folder: str
     if not is_configured_run(point, rec["params"]):
         ran = {k: rec["params"].get(k) for k in point}
         raise records.RecordError(f"{rec['_dir']}: ran {ran}, the sweep needs {point}: rerun that point")
-    return rec, "sweep point"
+    if seed is not None and record_seed(rec) != seed:
+        raise records.RecordError(f"{rec['_dir']}: ran seed {record_seed(rec)}, the sweep needs seed {seed}: "
+                                  "rerun that point")
+    return rec, "sweep point" if seed is None else "repeat"

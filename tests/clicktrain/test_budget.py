@@ -12,7 +12,7 @@ from repro import records
 from repro.clicktrain import figures
 from repro.clicktrain.budget import budget, converged_budgets
 from repro.clicktrain.sweep import (BudgetParams, hydra_overrides, is_configured_run, point_params, point_record,
-                                    read_config, sweep_records)
+                                    points, read_config, sweep_records)
 from repro.experiment import Context, load_entry
 from repro.run import experiment_params
 
@@ -26,6 +26,7 @@ def test_config_at_both_scales():
     assert paper.budgets == [10, 20, 40, 80] and smoke.budgets == [3, 4]
     assert set(paper.arms) == {"dense", "clicktrain", "admm", "prunetrain", "sparse24"} and paper.arms == smoke.arms
     assert paper.tolerance == 0.3
+    assert (paper.repeat_budgets, paper.repeat_seeds) == ([40], [1, 2]) and smoke.repeat_budgets == [4]
     for experiment in paper.arms.values():
         assert (REPO / "config" / "experiment" / f"{experiment}.yaml").exists()
 
@@ -44,8 +45,11 @@ def test_point_params_scale_admm_phases():
 def test_sweep_reuses_only_the_configured_runs(scale):
     p = read_config(CONFIG, scale)
     paths = sweep_records(p, REPO / "config", scale)
-    assert len(paths) == len(p.arms) * len(p.budgets)
+    assert len(paths) == len(p.arms) * (len(p.budgets) + len(p.repeat_budgets) * len(p.repeat_seeds))
     configured = sorted(path for path in paths if "clicktrain_budget" not in path)
+    repeats = [path for path in paths if "_s" in Path(path).parent.name]
+    assert len(repeats) == len(set(repeats)) == len(p.arms) * len(p.repeat_budgets) * len(p.repeat_seeds)
+    assert point_record("admm", p.repeat_budgets[0], p.repeat_seeds[0]) in repeats  # a repeat never reuses the configured run
     if scale == "paper":  # every arm's configured run is its 40-epoch point
         assert configured == sorted(f"results/{e}/record.json" for e in p.arms.values())
     else:  # only ClickTrain's smoke run (3 epochs) is a point of (3, 4)
@@ -155,3 +159,60 @@ def test_converged_budgets_with_one_budget():
     points = pd.DataFrame(dict(arm=["a"], budget=[3], final_top1=[50.0], e2e_s=[1.0], compression=[1.0]))
     row = converged_budgets(points, 0.3).iloc[0]
     assert row.shortest_budget == 3 and not row.converged  # one point: convergence not shown
+
+
+def test_config_refuses_repeats_of_an_unswept_budget(tmp_path):
+    bad = tmp_path / "budget.yaml"
+    bad.write_text(CONFIG.read_text().replace("repeat_budgets: [40]", "repeat_budgets: [30]"))
+    with pytest.raises(ValueError, match=r"repeat_budgets \[30\] are not in budgets"):
+        read_config(bad, "paper")
+
+
+def test_points_list_first_runs_then_repeats():
+    p = BudgetParams(arms={"dense": "baseline/resnet32"}, budgets=[20, 10], repeat_budgets=[20], repeat_seeds=[1, 2])
+    assert points(p) == [("dense", 10, None), ("dense", 20, None), ("dense", 20, 1), ("dense", 20, 2)]
+
+
+def _add_repeats(inputs: dict, seeds_top1: dict[str, list[float]], epochs: int = 20, seed_field: bool = True):
+    """Repeat records of every arm at ``epochs``, one per seed 1, 2, ... with the given top-1."""
+    p = BudgetParams()
+    for arm, values in seeds_top1.items():
+        point = point_params(p, arm, epochs)
+        for seed, value in enumerate(values, start=1):
+            metrics = dict(final_top1=value, best_top1=value, epochs=sum(point.values()), e2e_s=2.0 * sum(point.values()),
+                           total_train_s=2.0 * epochs, compression=1.0)
+            path = _record(inputs["sweep"] / f"{arm}_e{epochs}_s{seed}", arm, point, metrics)
+            if seed_field:
+                rec = records.read(path)
+                rec.update(seed=seed)
+                records.write(path.parent, {k: v for k, v in rec.items() if not k.startswith("_")})
+
+
+def test_repeats_count_by_their_mean(sweep_inputs, tmp_path):
+    p = BudgetParams(repeat_budgets=[20], repeat_seeds=[1, 2])
+    # ClickTrain's 20-epoch point was 83.9 (flat to 84.0 at 40: converged at 20); its repeats pull the mean
+    # to 83.0, so 20 is no longer within 0.3 of the best; ADMM's 84.0 becomes (84 + 85 + 86) / 3 = 85.0
+    _add_repeats(sweep_inputs, {arm: [82.6, 82.5] if arm == "clicktrain" else [85.0, 86.0] if arm == "admm"
+                                else [TOP1[arm][1]] * 2 for arm in TOP1})
+    result = budget(p, Context(out_dir=tmp_path / "out", inputs=sweep_inputs))
+    runs, spread, table, m = (result.tables["points"], result.tables["spread"], result.tables["converged"],
+                              result.metrics)
+    assert len(runs) == 15 + 10 and set(runs[runs.budget == 20].seed.dropna()) == {1, 2}
+    assert runs.source.value_counts()["repeat"] == 10
+    ct = spread.set_index("arm").loc["clicktrain"]
+    assert ct.runs == 3 and ct.top1_mean == pytest.approx(83.0) and ct.top1_sd == pytest.approx(0.7810, abs=1e-4)
+    assert dict(zip(table.arm, table.shortest_budget))["clicktrain"] == 40  # the mean, not the first run
+    assert result.tables["vs_admm"].set_index("budget").top1_vs_admm[20] == pytest.approx(83.0 - 85.0)
+    assert m["top1_sd_max"] == pytest.approx(1.0) and "seeds [1, 2]" in result.tags["repeats"]
+    run = tmp_path / "out"
+    run.mkdir(exist_ok=True)
+    for name, frame in result.tables.items():
+        frame.to_csv(run / f"{name}.csv", index=False)
+    fig = figures.budget(run)
+    assert "±1 sd" in fig.axes[0].get_title()
+
+
+def test_a_repeat_must_have_run_its_seed(sweep_inputs, tmp_path):
+    _add_repeats(sweep_inputs, {arm: [80.0] for arm in TOP1}, seed_field=False)  # records of seed 0
+    with pytest.raises(records.RecordError, match=r"dense_e20_s1: ran seed None, the sweep needs seed 1"):
+        budget(BudgetParams(repeat_budgets=[20], repeat_seeds=[1]), Context(out_dir=tmp_path / "out", inputs=sweep_inputs))

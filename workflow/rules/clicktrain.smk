@@ -81,6 +81,7 @@ rule clicktrain_budget_point:
         scale=SCALE,
         experiment=lambda wc: BUDGET.arms[wc.arm],
         overrides=lambda wc: sweep.hydra_overrides(sweep.point_params(BUDGET, wc.arm, int(wc.epochs)), SCALE),
+        out=lambda wc: sweep.point_dir(wc.arm, wc.epochs),
     wildcard_constraints:
         arm="|".join(BUDGET.arms),
         epochs=r"\d+",
@@ -89,8 +90,27 @@ rule clicktrain_budget_point:
     container:
         GPU_IMAGE
     shell:
-        repro_run("{params.experiment}", out=sweep.point_dir("{wildcards.arm}", "{wildcards.epochs}"),
+        repro_run("{params.experiment}", out="{params.out}",
                   overrides="{params.overrides}", train="{input.train}", test="{input.test}")
+
+
+# A repeat of one point with another seed (the sweep's `repeat_budgets` x `repeat_seeds`): the spread of
+# one configuration's top-1.
+use rule clicktrain_budget_point as clicktrain_budget_repeat with:
+    output:
+        record=sweep.point_record("{arm}", "{epochs}", "{seed}"),
+    log:
+        "results/logs/clicktrain/clicktrain_budget/{arm}_e{epochs}_s{seed}.log",
+    params:
+        scale=SCALE,
+        experiment=lambda wc: BUDGET.arms[wc.arm],
+        overrides=lambda wc: sweep.hydra_overrides(sweep.point_params(BUDGET, wc.arm, int(wc.epochs)), SCALE)
+                             + f" seed={int(wc.seed)}",
+        out=lambda wc: sweep.point_dir(wc.arm, wc.epochs, wc.seed),
+    wildcard_constraints:
+        arm="|".join(BUDGET.arms),
+        epochs=r"\d+",
+        seed=r"\d+",
 
 
 rule clicktrain_budget:

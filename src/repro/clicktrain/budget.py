@@ -4,8 +4,12 @@ improving, i.e. whose final top-1 is within ``tolerance`` points of the arm's be
 An arm whose shortest such budget is the largest one swept has not been shown to converge: more
 budget may still help it (``converged`` 0). Which runs make up the sweep: :mod:`repro.clicktrain.sweep`.
 
-Inputs: ``sweep``, the folder of the sweep's own runs (``<arm>_e<E>/record.json``), and each arm's
-configured run under the arm's name (``dense`` = the baseline record), read where a point is that run.
+A budget run again with other seeds (``repeat_budgets``, ``repeat_seeds``) counts by its mean: the convergence rule and the
+comparison with ADMM read the mean top-1 of a point's runs, and ``spread.csv`` gives each repeated
+point's standard deviation, the yardstick for the sweep's differences.
+
+Inputs: ``sweep``, the folder of the sweep's own runs (``<arm>_e<E>[_s<seed>]/record.json``), and each
+arm's configured run under the arm's name (``dense`` = the baseline record), read where a point is that run.
 """
 
 from __future__ import annotations
@@ -15,14 +19,25 @@ from pathlib import Path
 import pandas as pd
 
 from repro import records
-from repro.clicktrain.sweep import BudgetParams, point_name, point_params
+from repro.clicktrain.sweep import BudgetParams, point_name, point_params, points
 from repro.experiment import Context, Result, experiment
-from repro.sweep_points import read_point
+from repro.sweep_points import read_point, record_seed
 
 
-def _point_record(ctx: Context, p: BudgetParams, arm: str, epochs: int) -> tuple[dict, str]:
-    """The record of one (arm, budget) point and where it came from; checks it ran that budget."""
-    return read_point(ctx.inputs, arm, p.arms[arm], point_params(p, arm, epochs), point_name(arm, epochs))
+def _point_record(ctx: Context, p: BudgetParams, arm: str, epochs: int, seed: int | None) -> tuple[dict, str]:
+    """The record of one (arm, budget[, seed]) run and where it came from; checks it ran that budget."""
+    return read_point(ctx.inputs, arm, p.arms[arm], point_params(p, arm, epochs), point_name(arm, epochs, seed),
+                      seed)
+
+
+def mean_points(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (arm, budget): the mean over its runs (one, or the first and its repeats) and, for
+    top-1, their number and standard deviation (NaN for a single run)."""
+    grouped = runs.groupby(["arm", "budget"], sort=False)
+    means = grouped[["final_top1", "best_top1", "compression", "e2e_s"]].mean()
+    means["runs"] = grouped.size()
+    means["top1_sd"] = grouped.final_top1.std()
+    return means.reset_index()
 
 
 def converged_budgets(points: pd.DataFrame, tolerance: float) -> pd.DataFrame:
@@ -56,34 +71,39 @@ def versus_admm(points: pd.DataFrame) -> pd.DataFrame:
 @experiment(params=BudgetParams, needs_gpu=False)
 def budget(p: BudgetParams, ctx: Context) -> Result:
     rows, missing = [], []
-    for arm in p.arms:
-        for epochs in sorted(p.budgets):
-            try:
-                rec, source = _point_record(ctx, p, arm, epochs)
-            except records.MissingRecord:
-                if not p.partial:
-                    raise
-                missing.append(point_name(arm, epochs))
-                continue
-            m = rec["metrics"]
-            if "final_top1" not in m:
-                raise records.RecordError(f"{rec['_dir']}: no final_top1 (status {rec['status']}: {rec.get('reason')})")
-            rows.append(dict(arm=arm, budget=epochs, epochs_trained=m["epochs"], final_top1=m["final_top1"],
-                             best_top1=m["best_top1"], compression=m.get("compression", 1.0),
-                             e2e_s=m.get("e2e_s", m.get("total_train_s")), source=source,
-                             record=str(Path(rec["_dir"]) / records.RECORD_NAME)))
-    points = pd.DataFrame(rows)
-    table = converged_budgets(points, p.tolerance)
+    for arm, epochs, seed in points(p):
+        try:
+            rec, source = _point_record(ctx, p, arm, epochs, seed)
+        except records.MissingRecord:
+            if not p.partial:
+                raise
+            missing.append(point_name(arm, epochs, seed))
+            continue
+        m = rec["metrics"]
+        if "final_top1" not in m:
+            raise records.RecordError(f"{rec['_dir']}: no final_top1 (status {rec['status']}: {rec.get('reason')})")
+        rows.append(dict(arm=arm, budget=epochs, seed=record_seed(rec), epochs_trained=m["epochs"],
+                         final_top1=m["final_top1"], best_top1=m["best_top1"], compression=m.get("compression", 1.0),
+                         e2e_s=m.get("e2e_s", m.get("total_train_s")), source=source,
+                         record=str(Path(rec["_dir"]) / records.RECORD_NAME)))
+    runs = pd.DataFrame(rows)
+    means = mean_points(runs)
+    table = converged_budgets(means, p.tolerance)
     metrics = {}
     for row in table.itertuples():
         metrics.update({f"shortest_budget_{row.arm}": row.shortest_budget, f"best_top1_{row.arm}": row.best_top1,
                         f"top1_at_shortest_{row.arm}": row.top1_at_shortest,
                         f"e2e_s_at_shortest_{row.arm}": row.e2e_s_at_shortest, f"converged_{row.arm}": row.converged})
     metrics["arms_converged"] = int(table.converged.sum())
-    vs_admm = versus_admm(points)
+    vs_admm = versus_admm(means)
     for row in vs_admm.itertuples():
         metrics.update({f"top1_vs_admm_e{row.budget}": row.top1_vs_admm, f"e2e_speedup_e{row.budget}": row.e2e_speedup})
     metrics["points_missing"] = len(missing)
+    spread = means[means.runs > 1][["arm", "budget", "runs", "final_top1", "top1_sd"]]
+    spread = spread.rename(columns={"final_top1": "top1_mean"})
+    if len(spread):
+        metrics["top1_sd_max"] = spread.top1_sd.max()
+        metrics["top1_sd_mean"] = spread.top1_sd.mean()
     tags = dict(budget="total epochs E of the dense / ClickTrain schedule; every phase keeps its share of E "
                        "(ADMM: dense E, then ADMM and retraining round(E/2) each)",
                 converged=f"shortest budget whose final top-1 is within {p.tolerance} points of the arm's best; "
@@ -95,4 +115,10 @@ def budget(p: BudgetParams, ctx: Context) -> Result:
     tags["vs_admm"] = ("ct.e2e's two measures at every budget both arms ran: ClickTrain's top-1 minus ADMM's, "
                        "ADMM's end-to-end seconds over ClickTrain's (the points' times: shared-GPU ones where "
                        "their records say so)")
-    return Result(metrics=metrics, tables={"points": points, "converged": table, "vs_admm": vs_admm}, tags=tags)
+    if p.repeat_budgets:
+        tags["repeats"] = (f"budgets {p.repeat_budgets} run again with seeds {p.repeat_seeds}; a point with repeats "
+                           "counts by its "
+                           "mean top-1 (converged, vs_admm); top1_sd: their standard deviation (spread.csv), "
+                           f"against the tolerance of {p.tolerance} points")
+    return Result(metrics=metrics, tables={"points": runs, "converged": table, "vs_admm": vs_admm,
+                                           "spread": spread}, tags=tags)

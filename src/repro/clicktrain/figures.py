@@ -10,6 +10,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure  # not pyplot: no GUI backend, no global figure state (headless)
 from matplotlib.ticker import MaxNLocator, NullFormatter, ScalarFormatter
+from repro.clicktrain.budget import mean_points
 from repro.figures import run_record, run_subtitle
 
 PHASE_COLORS = {"dense": "tab:grey", "lasso": "tab:orange", "masked": "tab:blue", "admm": "tab:red",
@@ -93,14 +94,16 @@ def budget(run_dir: Path) -> Figure:
     compression against the budget; each arm's shortest converged budget ringed (open: the largest
     budget swept, so not shown to have converged)."""
     run_dir = Path(run_dir)
-    points = pd.read_csv(run_dir / "points.csv")
+    runs = pd.read_csv(run_dir / "points.csv")
+    points = mean_points(runs)  # one row per (arm, budget): the mean of its runs
+    repeated = bool((points.runs > 1).any())
     table = pd.read_csv(run_dir / "converged.csv")
     record = run_record(run_dir)
     tolerance = record.get("params", {}).get("tolerance", float("nan"))
     fig = Figure(figsize=(14, 4.2))
     by_epochs, by_time, comp = fig.subplots(1, 3)
     style = dict(hue="arm", marker="o", hue_order=list(table.arm))
-    sns.lineplot(points, x="budget", y="final_top1", ax=by_epochs, **style)
+    sns.lineplot(runs, x="budget", y="final_top1", ax=by_epochs, errorbar="sd", **style)
     sns.lineplot(points, x="e2e_s", y="final_top1", ax=by_time, legend=False, **style)
     sns.lineplot(points, x="budget", y="compression", ax=comp, legend=False, **style)
     palette = dict(zip(table.arm, sns.color_palette(n_colors=len(table))))
@@ -112,7 +115,7 @@ def budget(run_dir: Path) -> Figure:
     by_epochs.set(xscale="log", xticks=budgets, xlabel="budget E (epochs; ADMM trains 2E)",
                   ylabel="final test top-1 (%)",
                   title=f"ringed: shortest budget within {tolerance} of the arm's best\n(open ring: the largest swept, "
-                        "not shown to converge)")
+                        "not shown to converge)" + ("; band: ±1 sd over seeds" if repeated else ""))
     _plain_log(by_epochs, "x")
     by_time.set(xlabel="end-to-end seconds (training + pruning work)", ylabel="final test top-1 (%)",
                 title="accuracy against time\n(times of runs that shared a GPU do not compare)")

@@ -8,7 +8,9 @@ round(E * share)). One sweep point is one run of the arm's own experiment with t
 overridden, in its own folder ``results/clicktrain/clicktrain_budget/<arm>_e<E>/``. A point whose
 parameters equal the arm's configured run at this scale is that run: the sweep reads its record
 (at paper scale the 40-epoch points are the arms' reference runs) instead of training it twice.
-The mechanics every sweep shares (reading configs, the configured-run rule, overrides) live in
+A budget may also be run again with other seeds (``repeat_budgets`` x ``repeat_seeds``, each a run
+of its own in ``<arm>_e<E>_s<seed>/``): the spread of one configuration's top-1, against which the
+sweep's differences are read. The mechanics every sweep shares (reading configs, the configured-run rule, overrides) live in
 :mod:`repro.sweep_points`.
 """
 
@@ -21,7 +23,7 @@ from repro.sweep_points import arm_params, hydra_overrides, is_configured_run, n
 
 # the shared mechanics are re-exported: the workflow and the tests reach them through this module
 __all__ = ["BudgetParams", "arm_params", "hydra_overrides", "is_configured_run", "point_dir", "point_name",
-           "point_params", "point_record", "read_config", "sweep_records"]
+           "point_params", "point_record", "points", "read_config", "sweep_records"]
 
 SWEEP_DIR = "results/clicktrain/clicktrain_budget"
 
@@ -36,6 +38,10 @@ class BudgetParams:
     # arm -> {parameter: share of E}: absolute phase lengths that must scale with the budget
     scaled: dict = field(default_factory=lambda: {"admm": {"admm_epochs": 0.5, "retrain_epochs": 0.5}})
     tolerance: float = 0.3  # top-1 points under an arm's best that still count as converged
+    # budgets run again, every arm, with each of repeat_seeds (a point's first run uses the run's own
+    # seed, 0 by default): their spread says which differences one seed per point can resolve
+    repeat_budgets: list = field(default_factory=list)
+    repeat_seeds: list = field(default_factory=list)
     # collect the points that have records and list those that have none (a reference made piecewise
     # on lent GPU time: `experiment.params.partial=true`); the workflow needs every point, so never sets it
     partial: bool = False
@@ -43,7 +49,20 @@ class BudgetParams:
 
 def read_config(path: Path, scale: str) -> BudgetParams:
     """The sweep's own experiment file (config/experiment/clicktrain/clicktrain_budget.yaml)."""
-    return read_params(path, scale, BudgetParams)
+    p = read_params(path, scale, BudgetParams)
+    unknown = sorted(set(p.repeat_budgets) - set(p.budgets))
+    if unknown:
+        raise ValueError(f"{path}: repeat_budgets {unknown} are not in budgets {sorted(p.budgets)}")
+    if p.repeat_budgets and not p.repeat_seeds:
+        raise ValueError(f"{path}: repeat_budgets {p.repeat_budgets} but no repeat_seeds")
+    return p
+
+
+def points(p: BudgetParams) -> list[tuple[str, int, int | None]]:
+    """Every run of the sweep as (arm, budget, seed): seed None for a point's first run (the run's
+    own seed), then ``repeat_seeds`` at each of ``repeat_budgets``."""
+    return [(arm, e, seed) for arm in p.arms for e in sorted(p.budgets)
+            for seed in [None, *(p.repeat_seeds if e in p.repeat_budgets else [])]]
 
 
 def point_params(p: BudgetParams, arm: str, epochs: int) -> dict:
@@ -54,26 +73,26 @@ def point_params(p: BudgetParams, arm: str, epochs: int) -> dict:
             **{key: max(1, round(epochs * share)) for key, share in p.scaled.get(arm, {}).items()}}
 
 
-def point_name(arm: str, epochs) -> str:
-    """The folder name of one (arm, budget) point below the sweep's folder."""
-    return f"{arm}_e{epochs}"
+def point_name(arm: str, epochs, seed=None) -> str:
+    """The folder name of one (arm, budget) point below the sweep's folder; a repeat adds its seed."""
+    return f"{arm}_e{epochs}" + ("" if seed is None else f"_s{seed}")
 
 
-def point_dir(arm: str, epochs) -> str:
-    return f"{SWEEP_DIR}/{point_name(arm, epochs)}"
+def point_dir(arm: str, epochs, seed=None) -> str:
+    return f"{SWEEP_DIR}/{point_name(arm, epochs, seed)}"
 
 
-def point_record(arm: str, epochs) -> str:
-    return f"{point_dir(arm, epochs)}/record.json"
+def point_record(arm: str, epochs, seed=None) -> str:
+    return f"{point_dir(arm, epochs, seed)}/record.json"
 
 
 def sweep_records(p: BudgetParams, config_dir: Path, scale: str) -> list[str]:
-    """The records the sweep reads, per arm and budget: the sweep point's own, or the arm's configured
-    run's (results/<experiment>/record.json) where the point is that run."""
-    paths = []
-    for arm, experiment in p.arms.items():
-        configured = arm_params(config_dir, experiment, scale)
-        paths += [needed_record(point_params(p, arm, e), configured, experiment, point_dir(arm, e)) for e in p.budgets]
-    return paths
+    """The records the sweep reads, per arm, budget and repeat: the sweep point's own, or the arm's
+    configured run's (results/<experiment>/record.json) where the point is that run (a repeat, with
+    another seed, never is)."""
+    configured = {arm: arm_params(config_dir, experiment, scale) for arm, experiment in p.arms.items()}
+    return [point_record(arm, e, seed) if seed is not None else
+            needed_record(point_params(p, arm, e), configured[arm], p.arms[arm], point_dir(arm, e))
+            for arm, e, seed in points(p)]
 
 
