@@ -204,6 +204,12 @@ def test_repeats_count_by_their_mean(sweep_inputs, tmp_path):
     assert dict(zip(table.arm, table.shortest_budget))["clicktrain"] == 40  # the mean, not the first run
     assert result.tables["vs_admm"].set_index("budget").top1_vs_admm[20] == pytest.approx(83.0 - 85.0)
     assert m["top1_sd_max"] == pytest.approx(1.0) and "seeds [1, 2]" in result.tags["repeats"]
+    # pooled over the five repeated points (2 degrees of freedom each): clicktrain 0.61, admm 1.0, the rest 0
+    assert m["top1_sd_pooled"] == pytest.approx(((2 * 0.61 + 2 * 1.0) / 10) ** 0.5)
+    assert m["tolerance"] == pytest.approx(m["top1_sd_pooled"]) and "pooled sd" in result.tags["converged"]
+    fixed = budget(BudgetParams(repeat_budgets=[20], repeat_seeds=[1, 2], tolerance_from_spread=False),
+                   Context(out_dir=tmp_path / "fixed", inputs=sweep_inputs))
+    assert fixed.metrics["tolerance"] == 0.3 and "pooled sd" not in fixed.tags["converged"]
     run = tmp_path / "out"
     run.mkdir(exist_ok=True)
     for name, frame in result.tables.items():

@@ -99,7 +99,7 @@ def budget(run_dir: Path) -> Figure:
     repeated = bool((points.runs > 1).any())
     table = pd.read_csv(run_dir / "converged.csv")
     record = run_record(run_dir)
-    tolerance = record.get("params", {}).get("tolerance", float("nan"))
+    tolerance = record.get("metrics", {}).get("tolerance", record.get("params", {}).get("tolerance", float("nan")))
     fig = Figure(figsize=(14, 4.2))
     by_epochs, by_time, comp = fig.subplots(1, 3)
     style = dict(hue="arm", marker="o", hue_order=list(table.arm))
@@ -114,7 +114,7 @@ def budget(run_dir: Path) -> Figure:
     budgets = sorted(points.budget.unique())
     by_epochs.set(xscale="log", xticks=budgets, xlabel="budget E (epochs; ADMM trains 2E)",
                   ylabel="final test top-1 (%)",
-                  title=f"ringed: shortest budget within {tolerance} of the arm's best\n(open ring: the largest swept, "
+                  title=f"ringed: shortest budget within {tolerance:.2g} of the arm's best\n(open ring: the largest swept, "
                         "not shown to converge)" + ("; band: ±1 sd over seeds" if repeated else ""))
     _plain_log(by_epochs, "x")
     by_time.set(xlabel="end-to-end seconds (training + pruning work)", ylabel="final test top-1 (%)",

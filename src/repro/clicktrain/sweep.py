@@ -38,6 +38,9 @@ class BudgetParams:
     # arm -> {parameter: share of E}: absolute phase lengths that must scale with the budget
     scaled: dict = field(default_factory=lambda: {"admm": {"admm_epochs": 0.5, "retrain_epochs": 0.5}})
     tolerance: float = 0.3  # top-1 points under an arm's best that still count as converged
+    # with repeats: the tolerance is at least one run's spread (their pooled sd), so a difference that
+    # a rerun of the same point could show is not read as still improving
+    tolerance_from_spread: bool = True
     # budgets run again, every arm, with each of repeat_seeds (a point's first run uses the run's own
     # seed, 0 by default): their spread says which differences one seed per point can resolve
     repeat_budgets: list = field(default_factory=list)
