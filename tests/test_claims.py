@@ -125,6 +125,46 @@ def test_stale_code_names_what_changed_since_a_reference_run(monkeypatch):
         assert claims.stale_code(rec) == ""
 
 
+def test_a_record_listing_its_code_is_checked_file_by_file(monkeypatch, tmp_path):
+    """Since records list their code by digest, the note names exactly the files that compute
+    something else now: not a comment, docstring or formatting edit, and not a file it never ran."""
+    from repro import claims, provenance
+
+    monkeypatch.setattr(provenance, "REPO_ROOT", tmp_path)
+    src = tmp_path / "src" / "step.py"
+    src.parent.mkdir()
+    src.write_text('"""Doc."""\n\ndef step(x):\n    return x * 2  # double\n')
+    kernel = tmp_path / "src" / "k.cu"
+    kernel.write_text("// kernel\n__global__ void k() {}\n")
+    rec = {"paper": "p", "experiment": "e", "provenance": {"commit": "abcdef1234",
+                                                           "code": provenance.code_digests([src, kernel])}}
+    monkeypatch.setattr(provenance, "changed_since", lambda *a: pytest.fail("git is not asked"))
+    src.write_text('"""Other doc."""\n\n\ndef step(x):\n    # twice\n    return x*2\n')
+    kernel.write_text("// kernel, v2\n\n__global__ void k() {}\n")
+    assert claims.stale_code(rec) == ""
+    src.write_text('"""Doc."""\n\ndef step(x):\n    return x * 3\n')
+    assert claims.stale_code(rec) == "its paper's code changed since that run (abcdef1: step.py): a rerun may change it"
+    src.unlink()
+    assert "step.py" in claims.stale_code(rec)  # gone counts as changed
+
+
+def test_a_run_records_the_code_it_ran():
+    """code_files keeps what computes the numbers: the arms, trainer and data modules and the paper's
+    kernels, not the runner's bookkeeping or the figure modules."""
+    import sys
+
+    import repro.comet.experiment  # noqa: F401
+    import repro.figures  # noqa: F401
+    import repro.run  # noqa: F401
+    from repro import provenance
+
+    files = {p.relative_to(provenance.REPO_ROOT).as_posix() for p in provenance.code_files(list(sys.modules))}
+    assert {"src/repro/comet/experiment.py", "src/repro/comet/kernels/comet_codec.cu",
+            "src/repro/train/trainer.py"} <= files
+    assert not {"src/repro/run.py", "src/repro/records.py", "src/repro/figures.py",
+                "src/repro/comet/figures.py"} & files
+
+
 def test_changed_since_is_none_for_a_commit_this_clone_lacks():
     from repro.provenance import changed_since
 

@@ -27,6 +27,8 @@ def test_smoke_overrides_apply_only_at_smoke(compose, tmp_path):
     assert rec["metrics"]["value"] == 2.0 and rec["scale"] == "smoke"
     assert (tmp_path / "s" / "rows.csv").read_text().count("\n") == 6
     assert rec["provenance"]["config_hash"] and "torch" in rec["provenance"]["packages"]
+    assert rec["seed"] == 0 and "src/repro/run.py" not in rec["provenance"]["code"]  # its code, by digest
+    assert all(len(d) == 16 for d in rec["provenance"]["code"].values())
     rec = records.read(execute(_cfg(compose, tmp_path / "p", params={"value": 2.0}, smoke={"rows": 5},
                                     scale="paper")))
     assert rec["params"]["rows"] == 3 and rec["scale"] == "paper"

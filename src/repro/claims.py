@@ -173,12 +173,19 @@ def shared_gpu(recs, timed_inputs: list[str] | None = None) -> str:
 
 
 def _changed_code(record: dict) -> str:
-    """'<commit>: <files>' of its paper's code (figures aside) and its experiment's config changed
-    since the commit the record ran, comment-only lines aside ("" when none did or git cannot tell)."""
-    commit = record.get("provenance", {}).get("commit", "")
-    paths = [f"src/repro/{record['paper']}", f"config/experiment/{record['paper']}/{record['experiment']}.yaml",
-             f":(exclude)src/repro/{record['paper']}/figures.py"]  # drawing code changes no number
-    changed = provenance.changed_since(commit, paths)
+    """'<commit>: <files>' of the code that made the record, changed since it ran ("" when none did or
+    git cannot tell). A record that lists its code (``provenance.code``: every module it ran, kernel
+    source and its experiment file, by digest) is checked file by file, comments, formatting and
+    docstrings aside; an older one by its paper's folder (figures aside) and experiment file since
+    its commit, comment-only lines aside."""
+    prov = record.get("provenance", {})
+    commit = prov.get("commit", "")
+    if prov.get("code"):
+        changed = provenance.changed_code(prov["code"])
+    else:
+        paths = [f"src/repro/{record['paper']}", f"config/experiment/{record['paper']}/{record['experiment']}.yaml",
+                 f":(exclude)src/repro/{record['paper']}/figures.py"]  # drawing code changes no number
+        changed = provenance.changed_since(commit, paths)
     if not changed:
         return ""
     shown = ", ".join(Path(c).name for c in changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")

@@ -8,6 +8,7 @@ import os
 import platform
 import socket
 import subprocess
+import sys
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
@@ -47,6 +48,83 @@ def changed_since(commit: str, paths: list[str]) -> list[str] | None:
         return None
     out = _git("diff", "--name-only", "-I", r"^\s*#", commit, "--", *paths)  # comment-only lines do not count
     return None if out is None else [line for line in out.splitlines() if line]
+
+
+# ---- which code made a record -------------------------------------------------------------------
+PACKAGE_ROOT = Path(__file__).resolve().parent  # src/repro
+
+
+def source_digest(path: Path) -> str:
+    """A digest of what a source file computes: for Python its syntax tree without docstrings (so
+    comments, formatting and docstrings change nothing), for other sources (CUDA kernels, configs)
+    its lines without blank and comment-only ones ("#" or "//")."""
+    text = Path(path).read_text()
+    if Path(path).suffix == ".py":
+        import ast
+
+        tree = ast.parse(text)
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                    and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+                node.body = body[1:] or [ast.Pass()]
+        text = ast.dump(tree, annotate_fields=False)
+    else:
+        text = "\n".join(line.rstrip() for line in text.splitlines()
+                         if line.strip() and not line.lstrip().startswith(("#", "//")))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# top-level modules that run, record and report but compute no number of a record
+BOOKKEEPING = {"__init__", "atomic", "claims", "experiment", "figures", "gpu_slots", "progress", "provenance",
+               "records", "reference", "run", "scale", "tracking"}
+
+
+def code_files(module_names, extra: tuple[Path, ...] = ()) -> list[Path]:
+    """The package's source files behind ``module_names`` (e.g. sys.modules after a run): every loaded
+    repro module's file except the figure modules (drawing changes no number) and the bookkeeping
+    ones (BOOKKEEPING), the kernel sources of each loaded paper package (``<paper>/kernels/``), and
+    the ``extra`` files that exist."""
+    files, papers = set(), set()
+    for name in module_names:
+        if name != "repro" and not name.startswith("repro."):
+            continue
+        path = Path(getattr(sys.modules.get(name), "__file__", None) or "")
+        if path.suffix != ".py" or not path.is_relative_to(PACKAGE_ROOT) or path.name == "figures.py":
+            continue
+        if len(path.relative_to(PACKAGE_ROOT).parts) == 1 and path.stem in BOOKKEEPING:
+            continue
+        files.add(path)
+        if len(parts := path.relative_to(PACKAGE_ROOT).parts) > 1:
+            papers.add(parts[0])
+    for paper in papers:
+        files.update(p for p in (PACKAGE_ROOT / paper / "kernels").glob("*") if p.is_file())
+    return sorted(files | {Path(p).resolve() for p in extra if Path(p).is_file()})
+
+
+def _repo_path(path: Path) -> str:
+    path = Path(path).resolve()
+    return path.relative_to(REPO_ROOT).as_posix() if path.is_relative_to(REPO_ROOT) else str(path)
+
+
+def code_digests(files) -> dict[str, str]:
+    """{path (relative to the repository where it lies inside): source_digest}: what a record's code
+    was, file by file."""
+    return {_repo_path(f): source_digest(f) for f in files}
+
+
+def changed_code(digests: dict[str, str]) -> list[str]:
+    """Which of a record's code files compute something else now (or are gone), by their digests."""
+    changed = []
+    for rel, digest in digests.items():
+        path = REPO_ROOT / rel
+        try:
+            now = source_digest(path)
+        except (OSError, SyntaxError, ValueError):
+            now = None
+        if now != digest:
+            changed.append(rel)
+    return changed
 
 
 def _version(dist: str) -> str | None:

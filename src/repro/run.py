@@ -107,6 +107,9 @@ def execute(cfg: DictConfig) -> Path:
     watch = provenance.GpuNeighbours(uuid=provenance.device_uuid()) if device == "cuda" else contextlib.nullcontext()
     with watch:
         result = spec(params, ctx)
+    experiment_file = CONFIG_DIR / "experiment" / exp_cfg.paper / f"{exp_cfg.name}.yaml"
+    record["provenance"]["code"] = provenance.code_digests(
+        provenance.code_files(list(sys.modules), extra=(experiment_file,)))
     if device == "cuda":
         shared = watch.summary()
         record["provenance"]["gpu_sharing"] = shared or "unknown (nvidia-smi's processes could not be matched)"
