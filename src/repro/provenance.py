@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -60,8 +61,6 @@ def source_digest(path: Path) -> str:
     its lines without blank and comment-only ones ("#" or "//")."""
     text = Path(path).read_text()
     if Path(path).suffix == ".py":
-        import ast
-
         tree = ast.parse(text)
         for node in ast.walk(tree):
             body = getattr(node, "body", None)
@@ -92,10 +91,11 @@ def code_files(module_names, extra: tuple[Path, ...] = ()) -> list[Path]:
         path = Path(getattr(sys.modules.get(name), "__file__", None) or "")
         if path.suffix != ".py" or not path.is_relative_to(PACKAGE_ROOT) or path.name == "figures.py":
             continue
-        if len(path.relative_to(PACKAGE_ROOT).parts) == 1 and path.stem in BOOKKEEPING:
+        parts = path.relative_to(PACKAGE_ROOT).parts
+        if len(parts) == 1 and path.stem in BOOKKEEPING:
             continue
         files.add(path)
-        if len(parts := path.relative_to(PACKAGE_ROOT).parts) > 1:
+        if len(parts) > 1:
             papers.add(parts[0])
     for paper in papers:
         files.update(p for p in (PACKAGE_ROOT / paper / "kernels").glob("*") if p.is_file())

@@ -4,9 +4,10 @@ improving, i.e. whose final top-1 is within ``tolerance`` points of the arm's be
 An arm whose shortest such budget is the largest one swept has not been shown to converge: more
 budget may still help it (``converged`` 0). Which runs make up the sweep: :mod:`repro.clicktrain.sweep`.
 
-A budget run again with other seeds (``repeat_budgets``, ``repeat_seeds``) counts by its mean: the convergence rule and the
-comparison with ADMM read the mean top-1 of a point's runs, and ``spread.csv`` gives each repeated
-point's standard deviation, the yardstick for the sweep's differences.
+A budget run again with other seeds (``repeat_budgets``, ``repeat_seeds``) counts by its mean: the
+convergence rule and the comparison with ADMM read the mean top-1 of a point's runs, ``spread.csv``
+gives each repeated point's standard deviation, the yardstick for the sweep's differences, and
+(``tolerance_from_spread``) the tolerance is at least their pooled standard deviation.
 
 Inputs: ``sweep``, the folder of the sweep's own runs (``<arm>_e<E>[_s<seed>]/record.json``), and each
 arm's configured run under the arm's name (``dense`` = the baseline record), read where a point is that run.

@@ -114,8 +114,8 @@ def budget(run_dir: Path) -> Figure:
     budgets = sorted(points.budget.unique())
     by_epochs.set(xscale="log", xticks=budgets, xlabel="budget E (epochs; ADMM trains 2E)",
                   ylabel="final test top-1 (%)",
-                  title=f"ringed: shortest budget within {tolerance:.2g} of the arm's best\n(open ring: the largest swept, "
-                        "not shown to converge)" + ("; band: ±1 sd over seeds" if repeated else ""))
+                  title=f"ringed: shortest budget within {tolerance:.2g} of the arm's best\n(open ring: the "
+                        "largest swept, not shown to converge)" + ("; band: ±1 sd over seeds" if repeated else ""))
     _plain_log(by_epochs, "x")
     by_time.set(xlabel="end-to-end seconds (training + pruning work)", ylabel="final test top-1 (%)",
                 title="accuracy against time\n(times of runs that shared a GPU do not compare)")

@@ -10,8 +10,8 @@ parameters equal the arm's configured run at this scale is that run: the sweep r
 (at paper scale the 40-epoch points are the arms' reference runs) instead of training it twice.
 A budget may also be run again with other seeds (``repeat_budgets`` x ``repeat_seeds``, each a run
 of its own in ``<arm>_e<E>_s<seed>/``): the spread of one configuration's top-1, against which the
-sweep's differences are read. The mechanics every sweep shares (reading configs, the configured-run rule, overrides) live in
-:mod:`repro.sweep_points`.
+sweep's differences are read. The mechanics every sweep shares (reading configs, the configured-run
+rule, overrides) live in :mod:`repro.sweep_points`.
 """
 
 from __future__ import annotations
