@@ -183,7 +183,7 @@ class _Phases:
         payload = dict(arm=arm, model=self.p.model, model_kw=dict(self.p.model_kw),
                        num_classes=len(self.train_split.classes), input_size=get_entry(self.p.model).input_size,
                        state_dict={k: v.detach().cpu() for k, v in self.model.state_dict().items()},
-                       masks={k: v.detach().cpu() for k, v in masks.items()},
+                       masks={k: v.detach().cpu().bool() for k, v in masks.items()},  # 1 byte, not 4
                        library=None if library is None else library.cpu(), mean=mean, std=std,
                        final_top1=metrics["final_top1"])
         atomic_write(path, lambda fh: torch.save(payload, fh))
@@ -360,7 +360,8 @@ def load_pruned(path: Path) -> PrunedModel:
             raise ValueError(f"{path}: {outside} nonzero weights of {name} lie outside its mask")
     model.eval()
     meta = {k: v for k, v in payload.items() if k not in ("state_dict", "masks", "library")}
-    return PrunedModel(model, payload["masks"], payload["library"], meta)
+    masks = {name: mask.to(modules[name].weight.dtype) for name, mask in payload["masks"].items()}  # as the hooks'
+    return PrunedModel(model, masks, payload["library"], meta)
 
 
 def _arm(ctx: Context, name: str) -> dict:
