@@ -118,8 +118,11 @@ def test_stale_code_names_what_changed_since_a_reference_run(monkeypatch):
     monkeypatch.setattr(provenance, "changed_since", fake)
     note = claims.stale_code(rec)
     assert "abcdef1" in note and "hooks.py" in note and "comet_compare.yaml" in note
-    assert seen["commit"] == "abcdef1234" and "src/repro/comet" in seen["paths"]
-    assert any("figures.py" in p and "exclude" in p for p in seen["paths"])  # drawing code does not count
+    # what its entry module (repro.comet.experiment) imports, shared code too, and its experiment file
+    assert seen["commit"] == "abcdef1234"
+    assert {"src/repro/comet/hooks.py", "src/repro/train/trainer.py", "src/repro/comet/kernels/comet_codec.cu",
+            "config/experiment/comet/comet_compare.yaml"} <= set(seen["paths"])
+    assert not any(p.endswith(("figures.py", "/run.py", "clicktrain/experiment.py")) for p in seen["paths"])
     for unchanged in ([], None):  # nothing changed, or git cannot tell: no note
         monkeypatch.setattr(provenance, "changed_since", lambda c, p, r=unchanged: r)
         assert claims.stale_code(rec) == ""
@@ -143,7 +146,7 @@ def test_a_record_listing_its_code_is_checked_file_by_file(monkeypatch, tmp_path
     kernel.write_text("// kernel, v2\n\n__global__ void k() {}\n")
     assert claims.stale_code(rec) == ""
     src.write_text('"""Doc."""\n\ndef step(x):\n    return x * 3\n')
-    assert claims.stale_code(rec) == "its paper's code changed since that run (abcdef1: step.py): a rerun may change it"
+    assert claims.stale_code(rec) == "its code changed since that run (abcdef1: src/step.py): a rerun may change it"
     src.unlink()
     assert "step.py" in claims.stale_code(rec)  # gone counts as changed
 
@@ -163,6 +166,19 @@ def test_a_run_records_the_code_it_ran():
             "src/repro/train/trainer.py"} <= files
     assert not {"src/repro/run.py", "src/repro/records.py", "src/repro/figures.py",
                 "src/repro/comet/figures.py"} & files
+
+
+def test_import_closure_reads_what_an_entry_module_imports():
+    """Read from the sources, the closure of the ClickTrain arms is what a run of them loads: its own
+    modules, the trainer, data and models, the baseline it reuses; not the sweep's collection step."""
+    from repro import provenance
+
+    closure = provenance.import_closure("repro.clicktrain.experiment")
+    assert {"repro", "repro.clicktrain", "repro.clicktrain.masks", "repro.train.trainer", "repro.data.arrays",
+            "repro.models.resnet"} <= set(closure)
+    assert "repro.clicktrain.budget" not in closure and "repro.clicktrain.sweep" not in closure
+    files = {provenance.repo_path(f) for f in provenance.code_files(closure)}
+    assert "src/repro/clicktrain/experiment.py" in files and "src/repro/__init__.py" not in files
 
 
 def test_changed_since_is_none_for_a_commit_this_clone_lacks():
@@ -186,8 +202,8 @@ def test_stale_code_of_a_comparison_names_its_stale_inputs(monkeypatch, tmp_path
     monkeypatch.setattr(provenance, "changed_since",
                         lambda commit, paths: ["src/repro/comet/hooks.py"] if commit == "old1234567" else [])
     note = claims.stale_code(cmp, tmp_path)
-    assert note.startswith("the code of its inputs changed") and "comet_actnn2bit (old1234: hooks.py)" in note
-    assert "its paper's code" not in note  # the comparison itself is current
+    assert note.startswith("the code of its inputs changed") and "comet_actnn2bit (old1234: comet/hooks.py)" in note
+    assert "its code" not in note  # the comparison itself is current
     assert claims.stale_code(cmp) == ""  # without the results folder nothing is resolved
 
 

@@ -172,33 +172,44 @@ def shared_gpu(recs, timed_inputs: list[str] | None = None) -> str:
             " neighbours; their times are shared-GPU times") if shared else ""
 
 
+def _code_paths(record: dict) -> list[str]:
+    """For a record without ``provenance.code``: the files its experiment's entry module imports
+    (transitively, figures and bookkeeping aside) and its experiment file; its paper's folder where
+    the experiment file is gone."""
+    config = provenance.REPO_ROOT / "config" / "experiment" / record["paper"] / f"{record['experiment']}.yaml"
+    entry = (yaml.safe_load(config.read_text()) or {}).get("entry") if config.is_file() else None
+    if not entry:
+        return [f"src/repro/{record['paper']}", f":(exclude)src/repro/{record['paper']}/figures.py"]
+    files = provenance.code_files(provenance.import_closure(entry.split(":")[0]), extra=(config,))
+    return [provenance.repo_path(f) for f in files]
+
+
 def _changed_code(record: dict) -> str:
     """'<commit>: <files>' of the code that made the record, changed since it ran ("" when none did or
     git cannot tell). A record that lists its code (``provenance.code``: every module it ran, kernel
     source and its experiment file, by digest) is checked file by file, comments, formatting and
-    docstrings aside; an older one by its paper's folder (figures aside) and experiment file since
-    its commit, comment-only lines aside."""
+    docstrings aside; an older one by the files its entry module imports and its experiment file
+    (_code_paths), changed since its commit, comment-only lines aside."""
     prov = record.get("provenance", {})
     commit = prov.get("commit", "")
     if prov.get("code"):
         changed = provenance.changed_code(prov["code"])
     else:
-        paths = [f"src/repro/{record['paper']}", f"config/experiment/{record['paper']}/{record['experiment']}.yaml",
-                 f":(exclude)src/repro/{record['paper']}/figures.py"]  # drawing code changes no number
-        changed = provenance.changed_since(commit, paths)
+        changed = provenance.changed_since(commit, _code_paths(record))
     if not changed:
         return ""
-    shown = ", ".join(Path(c).name for c in changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
+    shown = ", ".join("/".join(Path(c).parts[-2:]) for c in changed[:4])  # comet/hooks.py, train/hooks.py
+    shown += f" and {len(changed) - 4} more" if len(changed) > 4 else ""
     return f"{commit[:7]}: {shown}"
 
 
 def stale_code(record: dict, results: Path | None = None) -> str:
-    """For a reference record: what of its paper's code changed since it ran, and, for a CPU step
+    """For a reference record: what of the code that made it changed since it ran, and, for a CPU step
     (a comparison) whose inputs are records below ``results``, since each input ran; so that the
     report says the committed value predates the code that would make it now ("" when nothing did)."""
     notes = []
     if own := _changed_code(record):
-        notes.append(f"its paper's code changed since that run ({own})")
+        notes.append(f"its code changed since that run ({own})")
     inputs = [] if results is None else input_records(record, results) or []
     stale = [f"{r['experiment']} ({c})" for r in inputs if (c := _changed_code(r))]
     if stale:

@@ -79,16 +79,52 @@ BOOKKEEPING = {"__init__", "atomic", "claims", "experiment", "figures", "gpu_slo
                "records", "reference", "run", "scale", "tracking"}
 
 
+def _module_file(name: str) -> Path | None:
+    """The source file of repro module ``name`` in this tree (a package's __init__.py), or None."""
+    base = PACKAGE_ROOT.joinpath(*name.split(".")[1:])
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def import_closure(module: str) -> list[str]:
+    """``module`` and every repro module it imports, transitively, read from the sources (nothing is
+    imported): what a record made by an entry in ``module`` ran, for records that predate
+    ``provenance.code``. Parent packages count (importing a module runs their __init__)."""
+    seen, todo = set(), [module]
+    while todo:
+        name = todo.pop()
+        if name in seen or not (name == "repro" or name.startswith("repro.")):
+            continue
+        path = _module_file(name)
+        if path is None:  # a name imported from a module, not a module
+            continue
+        seen.add(name)
+        todo += [name.rsplit(".", 1)[0]] if "." in name else []
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                todo += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from the package, up level - 1
+                    root = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    base = f"{root}.{base}" if base else root
+                todo += [base] + [f"{base}.{alias.name}" for alias in node.names]  # a name may be a submodule
+    return sorted(seen)
+
+
 def code_files(module_names, extra: tuple[Path, ...] = ()) -> list[Path]:
-    """The package's source files behind ``module_names`` (e.g. sys.modules after a run): every loaded
-    repro module's file except the figure modules (drawing changes no number) and the bookkeeping
-    ones (BOOKKEEPING), the kernel sources of each loaded paper package (``<paper>/kernels/``), and
-    the ``extra`` files that exist."""
+    """The package's source files behind ``module_names`` (e.g. sys.modules after a run, or an
+    import_closure): every repro module's file except the figure modules (drawing changes no number)
+    and the bookkeeping ones (BOOKKEEPING), the kernel sources of each paper package among them
+    (``<paper>/kernels/``), and the ``extra`` files that exist."""
     files, papers = set(), set()
     for name in module_names:
         if name != "repro" and not name.startswith("repro."):
             continue
-        path = Path(getattr(sys.modules.get(name), "__file__", None) or "")
+        path = Path(getattr(sys.modules.get(name), "__file__", None) or _module_file(name) or "")
         if path.suffix != ".py" or not path.is_relative_to(PACKAGE_ROOT) or path.name == "figures.py":
             continue
         parts = path.relative_to(PACKAGE_ROOT).parts
@@ -102,7 +138,7 @@ def code_files(module_names, extra: tuple[Path, ...] = ()) -> list[Path]:
     return sorted(files | {Path(p).resolve() for p in extra if Path(p).is_file()})
 
 
-def _repo_path(path: Path) -> str:
+def repo_path(path: Path) -> str:
     path = Path(path).resolve()
     return path.relative_to(REPO_ROOT).as_posix() if path.is_relative_to(REPO_ROOT) else str(path)
 
@@ -110,7 +146,7 @@ def _repo_path(path: Path) -> str:
 def code_digests(files) -> dict[str, str]:
     """{path (relative to the repository where it lies inside): source_digest}: what a record's code
     was, file by file."""
-    return {_repo_path(f): source_digest(f) for f in files}
+    return {repo_path(f): source_digest(f) for f in files}
 
 
 def changed_code(digests: dict[str, str]) -> list[str]:
