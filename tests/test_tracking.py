@@ -1,5 +1,6 @@
 """The one MLflow writer: ingest records, never twice; a real tracking server finds them."""
 
+import json
 import socket
 import subprocess
 import sys
@@ -13,7 +14,8 @@ from repro import records, tracking
 def _records(root, n=2):
     for i in range(n):
         rec = dict(experiment=f"e{i}", paper="p", scale="smoke", status="ok", params={"a": {"b": i}},
-                   metrics={"m": float(i)}, provenance={"config_hash": "x", "hostname": "h", "commit": "c"},
+                   metrics={"m": float(i)}, provenance={"config_hash": "x", "hostname": "h", "commit": "c",
+                                                        "code": {"src/repro/x.py": "0123456789abcdef"}},
                    started=f"2026-11-30T00:00:0{i}+00:00")
         out = root / "p" / f"e{i}"
         records.write(out, rec)
@@ -37,6 +39,8 @@ def test_reingest_adds_nothing(tmp_path):
     run = [r for r in runs if r.data.params.get("a.b") == "1"][0]
     assert run.data.metrics["m"] == 1.0
     assert [m.value for m in client.get_metric_history(run.info.run_id, "epoch.top1")] == [50.0, 60.0]
+    assert json.loads(run.data.tags["prov.code"]) == {"src/repro/x.py": "0123456789abcdef"}  # one tag
+    assert run.data.tags["prov.commit"] == "c" and not any(k.startswith("prov.code.") for k in run.data.tags)
 
 
 def _free_port():

@@ -58,7 +58,10 @@ def ingest(results: Path, uri: str, artifact_root: Path | None = None) -> dict:
             continue
         tags = {TAG: rec["record_id"], "repro.status": rec["status"], "repro.scale": rec["scale"],
                 "repro.experiment": rec["experiment"], "mlflow.runName": rec["experiment"],
-                **{f"prov.{k}": v[:5000] for k, v in _flatten(rec["provenance"]).items()},
+                **{f"prov.{k}": v[:5000] for k, v in _flatten(
+                    {k: v for k, v in rec["provenance"].items() if k != "code"}).items()},
+                # the code digests as one JSON tag, not a tag per source file
+                **({"prov.code": json.dumps(rec["provenance"]["code"])[:5000]} if rec["provenance"].get("code") else {}),
                 **{f"tag.{k}": v for k, v in rec.get("tags", {}).items()}}
         if rec.get("reason"):
             tags["repro.reason"] = rec["reason"]
