@@ -45,3 +45,30 @@ def test_publish_takes_a_sweep_point_only_when_named_and_keeps_its_folder(tmp_pa
     assert (ref / "nvidia-h200" / "p" / "sweep" / "arm_e10" / "record.json").exists()
     assert (ref / "nvidia-h200" / "logs" / "p" / "sweep" / "arm_e10.log").read_text() == "point log"
     assert (ref / "nvidia-h200" / "p" / "arm" / "record.json").exists()
+
+
+def test_status_lists_published_records_and_what_predates_its_code(tmp_path, monkeypatch, capsys):
+    """`status` names every published record (sweep points too), whether it shared the GPU or was
+    resumed, and which ones the code has moved past: the list a GPU session would rerun."""
+    from repro import provenance
+
+    monkeypatch.setattr(provenance, "REPO_ROOT", tmp_path)
+    src = tmp_path / "src" / "arm.py"
+    src.parent.mkdir()
+    src.write_text("def f():\n    return 1\n")
+    root = tmp_path / "reference" / "nvidia-h200"
+    _write(root, "p", "arm", "NVIDIA H200")
+    _write(root / "p" / "sweep", "x", "point_e10", "NVIDIA H200")  # a sweep point, one folder deeper
+    rec = records.read(root / "p" / "arm")
+    rec["provenance"].update(code=provenance.code_digests([src]), gpu_sharing={"gpu_neighbours_max": 3})
+    rec["tags"] = {"resumed": "lasso after epoch 35 from its checkpoint"}
+    records.write(root / "p" / "arm", {k: v for k, v in rec.items() if not k.startswith("_")})
+    rows = {r["record"]: r for r in reference.status(tmp_path / "reference", "nvidia-h200")}
+    assert set(rows) == {"p/arm", "p/sweep/x/point_e10"}
+    assert rows["p/arm"]["neighbours"] == 3 and rows["p/arm"]["resumed"] and rows["p/arm"]["stale"] == ""
+    src.write_text("def f():\n    return 2\n")
+    assert reference.main(["status", "--reference", str(tmp_path / "reference"), "--stale"]) == 0
+    out = capsys.readouterr()
+    assert "p/arm" in out.out and "shared(3) resumed" in out.out and "src/arm.py" in out.out
+    assert "point_e10" not in out.out and "1 of 2 records predate" in out.err
+    assert reference.main(["status", "--reference", str(tmp_path / "nowhere")]) == 1

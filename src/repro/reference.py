@@ -2,6 +2,8 @@
 
 `python -m repro.reference publish --from results --gpu nvidia-h200 [--only paper/experiment ...]`
 (a sweep point's folder, e.g. clicktrain/clicktrain_budget/admm_e10, is published when --only names it)
+`python -m repro.reference status [--gpu nvidia-h200] [--stale]`: the published records, with their
+commit, GPU sharing, and the code changed since each ran (what a GPU session would rerun).
 
 Publishing copies, exactly as the pipeline wrote them, each finished paper-scale run folder
 (record, tables, Hydra config) of a machine with that GPU, its log, its figures and the run's
@@ -116,6 +118,26 @@ def publish(results: Path, reference_root: Path, gpu: str, only: list[str] | Non
     return published
 
 
+def status(reference_root: Path, gpu: str) -> list[dict]:
+    """Every published record of ``gpu`` (sweep points too) with what a maintainer planning GPU time
+    needs: its commit and date, whether it shared the GPU or was resumed, and what of the code that
+    made it (or of its inputs') changed since it ran (the claims report's stale-code note)."""
+    from repro.claims import stale_code
+
+    root = Path(reference_root) / gpu
+    rows = []
+    for path in sorted(root.rglob(records.RECORD_NAME)):
+        rec = records.read(path)
+        prov = rec.get("provenance", {})
+        sharing = prov.get("gpu_sharing")
+        neighbours = sharing.get("gpu_neighbours_max") if isinstance(sharing, dict) else None
+        rows.append(dict(record=path.parent.relative_to(root).as_posix(), commit=(prov.get("commit") or "")[:7],
+                         started=(rec.get("started") or "")[:10], neighbours="" if neighbours is None else neighbours,
+                         resumed=(rec.get("tags") or {}).get("resumed", "none") != "none",
+                         stale=stale_code(rec, root)))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -124,7 +146,24 @@ def main(argv: list[str] | None = None) -> int:
     pub.add_argument("--to", dest="reference", type=Path, default=Path("results/reference"))
     pub.add_argument("--gpu", default="nvidia-h200", help="GPU slug (lower-case name with dashes)")
     pub.add_argument("--only", nargs="*", help="paper/experiment keys, or sweep point folders below them, to publish (default: all experiments)")
+    st = sub.add_parser("status", help="list the published records of a GPU: commit, sharing, and whether "
+                                       "the code that made them changed since (what to rerun)")
+    st.add_argument("--reference", type=Path, default=Path("results/reference"))
+    st.add_argument("--gpu", default="nvidia-h200", help="GPU slug (lower-case name with dashes)")
+    st.add_argument("--stale", action="store_true", help="only the records whose code changed since they ran")
     args = ap.parse_args(argv)
+    if args.cmd == "status":
+        rows = status(args.reference, args.gpu)
+        if not rows:
+            print(f"repro.reference: no records for {args.gpu} under {args.reference}", file=sys.stderr)
+            return 1
+        shown = [r for r in rows if r["stale"]] if args.stale else rows
+        for r in shown:
+            flags = (f" shared({r['neighbours']})" if r["neighbours"] else "") + (" resumed" if r["resumed"] else "")
+            print(f"{r['record']:<60} {r['commit']} {r['started']}{flags}" + (f"\n    {r['stale']}" if r["stale"] else ""))
+        print(f"{sum(bool(r['stale']) for r in rows)} of {len(rows)} records predate the code that would make "
+              f"them now", file=sys.stderr)
+        return 0
     done = publish(args.results, args.reference, args.gpu, args.only)
     if not done:
         print(f"repro.reference: nothing to publish for {args.gpu} under {args.results}", file=sys.stderr)
