@@ -67,6 +67,23 @@ def test_every_experiment_has_a_figure_and_a_rule():
     assert counts["figure"] == len(EXPERIMENTS) >= 6
 
 
+def test_a_step_reruns_when_the_code_it_runs_changes():
+    """Each experiment step's code inputs are what its run imports (its record's provenance.code):
+    the shared trainer, models and data modules too; not the figure modules, nor another step's
+    collection code."""
+    jobs = {(j.rule.name, tuple(sorted(j.wildcards.items()))): {str(f) for f in j.input}
+            for j in dag_jobs(REPO, {"scale": "smoke"})}
+    baseline = jobs[("baseline", (("exp", "resnet32"),))]
+    assert {"src/repro/models/resnet.py", "src/repro/train/trainer.py", "src/repro/data/arrays.py",
+            "src/repro/baseline/experiment.py"} <= baseline
+    assert not any(f.endswith("figures.py") for f in baseline)
+    admm_point = next(inputs for (rule, wc), inputs in jobs.items()
+                      if rule == "clicktrain_budget_point" and dict(wc)["arm"] == "admm")
+    assert "src/repro/clicktrain/masks.py" in admm_point and "src/repro/clicktrain/budget.py" not in admm_point
+    comet = next(inputs for (rule, wc), inputs in jobs.items() if rule == "comet_arm")
+    assert "src/repro/comet/kernels/comet_codec.cu" in comet and "src/repro/comet/eb_sweep.py" not in comet
+
+
 def test_superneurons_records_feed_the_report():
     """The superneurons rule builds peak_memory, depth and max_batch; the claims report and the MLflow
     step take their records (and every figure) as inputs."""

@@ -180,8 +180,7 @@ def _code_paths(record: dict) -> list[str]:
     entry = (yaml.safe_load(config.read_text()) or {}).get("entry") if config.is_file() else None
     if not entry:
         return [f"src/repro/{record['paper']}", f":(exclude)src/repro/{record['paper']}/figures.py"]
-    files = provenance.code_files(provenance.import_closure(entry.split(":")[0]), extra=(config,))
-    return [provenance.repo_path(f) for f in files]
+    return [*provenance.module_code(entry.split(":")[0]), provenance.repo_path(config)]
 
 
 def _changed_code(record: dict) -> str:

@@ -143,6 +143,14 @@ def repo_path(path: Path) -> str:
     return path.relative_to(REPO_ROOT).as_posix() if path.is_relative_to(REPO_ROOT) else str(path)
 
 
+@lru_cache(maxsize=None)
+def module_code(module: str) -> tuple[str, ...]:
+    """The repository paths of the source files behind entry module ``module``: its import closure
+    through code_files (what a run of it would list as provenance.code, its experiment file aside).
+    The workflow makes them a step's inputs; the claims report checks old records against them."""
+    return tuple(repo_path(f) for f in code_files(import_closure(module)))
+
+
 def code_digests(files) -> dict[str, str]:
     """{path (relative to the repository where it lies inside): source_digest}: what a record's code
     was, file by file."""

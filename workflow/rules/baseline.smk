@@ -5,8 +5,7 @@
 rule baseline:
     input:
         cfg=experiment_config("baseline/{exp}"),
-        code=sorted(Path("src/repro/baseline").glob("*.py")),
-        trainer=TRAINER_CODE,
+        code=code_of("baseline/{exp}"),
         train=rules.cifar10.output.train,
         test=rules.cifar10.output.test,
     output:

@@ -4,7 +4,7 @@
 rule ceilings:
     input:
         cfg=experiment_config("ceilings/ceilings"),
-        code=sorted(Path("src/repro/ceilings").glob("*.py")),
+        code=experiment_code("ceilings/ceilings"),
     output:
         record=record("ceilings/ceilings"),
     log:

@@ -3,23 +3,14 @@
 # ratios, `clicktrain_budget` sweeps the schedule length, `clicktrain_inference` times the pruned models.
 from repro.clicktrain import sweep
 
-# what the training runs import (editing the sweep, inference or figure modules retrains no arm)
-CLICKTRAIN_TRAIN_CODE = [f"src/repro/clicktrain/{m}.py" for m in ("__init__", "experiment", "masks", "patterns")]
 CLICKTRAIN_ARMS = ["clicktrain", "admm", "prunetrain", "sparse24"]
 BUDGET = sweep.read_config(experiment_config("clicktrain/clicktrain_budget"), SCALE)
-# the code each sweep arm's experiment runs (an input: editing it reruns that arm's points)
-BUDGET_CODE = {
-    arm: (CLICKTRAIN_TRAIN_CODE if experiment.startswith("clicktrain/") else
-          sorted(Path(f"src/repro/{experiment.split('/')[0]}").glob("*.py"))) + TRAINER_CODE
-    for arm, experiment in BUDGET.arms.items()
-}
 
 
 rule clicktrain:
     input:
         cfg=experiment_config("clicktrain/{exp}"),
-        code=CLICKTRAIN_TRAIN_CODE,
-        trainer=TRAINER_CODE,
+        code=code_of("clicktrain/{exp}"),
         train=rules.cifar10.output.train,
         test=rules.cifar10.output.test,
     output:
@@ -43,7 +34,7 @@ rule clicktrain:
 rule clicktrain_compare:
     input:
         cfg=experiment_config("clicktrain/{net}clicktrain_compare"),
-        code="src/repro/clicktrain/experiment.py",
+        code=code_of("clicktrain/{net}clicktrain_compare"),
         clicktrain=record("clicktrain/{net}clicktrain"),
         admm=record("clicktrain/{net}admm"),
         prunetrain=record("clicktrain/{net}prunetrain"),
@@ -70,7 +61,7 @@ rule clicktrain_compare:
 rule clicktrain_budget_point:
     input:
         cfg=lambda wc: experiment_config(BUDGET.arms[wc.arm]),
-        code=lambda wc: BUDGET_CODE[wc.arm],
+        code=lambda wc: experiment_code(BUDGET.arms[wc.arm]),
         train=rules.cifar10.output.train,
         test=rules.cifar10.output.test,
     output:
@@ -116,7 +107,7 @@ use rule clicktrain_budget_point as clicktrain_budget_repeat with:
 rule clicktrain_budget:
     input:
         cfg=experiment_config("clicktrain/clicktrain_budget"),
-        code=["src/repro/clicktrain/budget.py", "src/repro/clicktrain/sweep.py", "src/repro/sweep_points.py"],
+        code=experiment_code("clicktrain/clicktrain_budget"),
         points=sweep.sweep_records(BUDGET, "config", SCALE),
         **{arm: record(experiment) for arm, experiment in BUDGET.arms.items()},
     output:
@@ -136,7 +127,7 @@ rule clicktrain_budget:
 rule clicktrain_inference:
     input:
         cfg=experiment_config("clicktrain/{net}inference"),
-        code=["src/repro/clicktrain/inference.py", "src/repro/clicktrain/experiment.py"],
+        code=code_of("clicktrain/{net}inference"),
         models=expand(rules.clicktrain.output.pruned, exp=[f"{{net}}{arm}" for arm in CLICKTRAIN_ARMS]),
         clicktrain=record("clicktrain/{net}clicktrain"),
         admm=record("clicktrain/{net}admm"),

@@ -7,8 +7,6 @@ from repro.comet import sweep as comet_sweep
 
 COMET_ARMS = ["comet_uncompressed", "comet_fixed_eb", "comet_adaptive_eb", "comet_actnn2bit"]
 COMET_ARM_RUNS = COMET_ARMS + [f"vgg16_{arm}" for arm in COMET_ARMS]
-# what the experiments import (editing the sweep, its collection step or the figures reruns no arm)
-COMET_CODE = sorted(p for p in Path("src/repro/comet").glob("*.py") if p.stem not in ("eb_sweep", "figures", "sweep"))
 EB_SWEEP = comet_sweep.read_config(experiment_config("comet/comet_eb_sweep"), SCALE)
 EB_POINTS = comet_sweep.points(EB_SWEEP)  # folder name -> (arm, {parameter: value})
 
@@ -16,7 +14,7 @@ EB_POINTS = comet_sweep.points(EB_SWEEP)  # folder name -> (arm, {parameter: val
 rule comet_bench:
     input:
         cfg=experiment_config("comet/comet_bench"),
-        code=COMET_CODE,
+        code=experiment_code("comet/comet_bench"),
         kernels=rules.build_kernels.output.manifest,
     output:
         record=record("comet/comet_bench"),
@@ -35,7 +33,7 @@ rule comet_bench:
 rule comet_max_batch:
     input:
         cfg=experiment_config("comet/comet_max_batch"),
-        code=COMET_CODE,
+        code=experiment_code("comet/comet_max_batch"),
         kernels=rules.build_kernels.output.manifest,
     output:
         record=record("comet/comet_max_batch"),
@@ -54,7 +52,7 @@ rule comet_max_batch:
 rule comet_step_bench:
     input:
         cfg=experiment_config("comet/comet_step_bench"),
-        code=COMET_CODE,
+        code=experiment_code("comet/comet_step_bench"),
         kernels=rules.build_kernels.output.manifest,
     output:
         record=record("comet/comet_step_bench"),
@@ -73,8 +71,7 @@ rule comet_step_bench:
 rule comet_arm:
     input:
         cfg=experiment_config("comet/{exp}"),
-        code=COMET_CODE,
-        trainer=TRAINER_CODE,
+        code=code_of("comet/{exp}"),
         kernels=rules.build_kernels.output.manifest,
         train=rules.cifar10.output.train,
         test=rules.cifar10.output.test,
@@ -98,7 +95,7 @@ rule comet_arm:
 rule comet_sz3:
     input:
         cfg=experiment_config("comet/comet_sz3"),
-        code=COMET_CODE,
+        code=experiment_code("comet/comet_sz3"),
         test=rules.cifar10.output.test,
         uncompressed=expand(rules.comet_arm.output.record, exp="comet_uncompressed"),
     output:
@@ -118,7 +115,7 @@ rule comet_sz3:
 rule comet_compare:
     input:
         cfg=experiment_config("comet/{net}comet_compare"),
-        code=COMET_CODE,
+        code=code_of("comet/{net}comet_compare"),
         uncompressed=record("comet/{net}comet_uncompressed"),
         fixed_eb=record("comet/{net}comet_fixed_eb"),
         adaptive_eb=record("comet/{net}comet_adaptive_eb"),
@@ -146,8 +143,7 @@ rule comet_compare:
 rule comet_eb_sweep_point:
     input:
         cfg=lambda wc: experiment_config(EB_SWEEP.arms[EB_POINTS[wc.point][0]].experiment),
-        code=COMET_CODE,
-        trainer=TRAINER_CODE,
+        code=lambda wc: experiment_code(EB_SWEEP.arms[EB_POINTS[wc.point][0]].experiment),
         kernels=rules.build_kernels.output.manifest,
         train=rules.cifar10.output.train,
         test=rules.cifar10.output.test,
@@ -174,7 +170,7 @@ rule comet_eb_sweep_point:
 rule comet_eb_sweep:
     input:
         cfg=experiment_config("comet/comet_eb_sweep"),
-        code=["src/repro/comet/eb_sweep.py", "src/repro/comet/sweep.py", "src/repro/sweep_points.py"],
+        code=experiment_code("comet/comet_eb_sweep"),
         points=comet_sweep.sweep_records(EB_SWEEP, "config", SCALE),
         uncompressed=record("comet/comet_uncompressed"),
         actnn2bit=record("comet/comet_actnn2bit"),

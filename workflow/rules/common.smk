@@ -2,7 +2,10 @@
 import sys
 from pathlib import Path
 
+import yaml
+
 sys.path.insert(0, f"{workflow.basedir}/src")  # repro's light modules, without install
+from repro.provenance import module_code
 from repro.scale import resolve_scale
 
 SCALE = resolve_scale(config["scale"])
@@ -12,13 +15,23 @@ CPU_IMAGE = "containers/repro-cpu.sif"
 GPU_IMAGE = "containers/repro-gpu.sif"
 
 
-# the shared trainer: an input of every training step (editing it retrains them)
-TRAINER_CODE = sorted(Path("src/repro/train").glob("*.py"))
-
-
 def experiment_config(experiment):
     """The Hydra experiment file of '<paper>/<name>' (an input: editing it reruns the step)."""
     return f"config/experiment/{experiment}.yaml"
+
+
+def experiment_code(experiment):
+    """The source files behind '<paper>/<name>': its entry module and every repro module that imports,
+    read from the sources (the trainer, models and data modules too; figures and bookkeeping aside),
+    and its paper's kernel sources: the files its record lists as provenance.code. An input of the
+    step, so editing any of them reruns it, and nothing else does."""
+    entry = yaml.safe_load(Path(experiment_config(experiment)).read_text())["entry"]
+    return list(module_code(entry.split(":")[0]))
+
+
+def code_of(pattern):
+    """experiment_code where the experiment has wildcards, as in code_of("baseline/{exp}")."""
+    return lambda wc: experiment_code(pattern.format(**dict(wc.items())))
 
 
 def record(experiment):

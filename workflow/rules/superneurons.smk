@@ -7,7 +7,7 @@
 rule superneurons:
     input:
         cfg=experiment_config("superneurons/{exp}"),
-        code=sorted(Path("src/repro/superneurons").glob("*.py")),
+        code=code_of("superneurons/{exp}"),
     output:
         record=record("superneurons/{exp}"),
     log:
@@ -27,7 +27,7 @@ rule superneurons:
 rule superneurons_throughput:
     input:
         cfg=experiment_config("superneurons/throughput"),
-        code=sorted(Path("src/repro/superneurons").glob("*.py")),
+        code=experiment_code("superneurons/throughput"),
         depth=expand(rules.superneurons.output.record, exp="depth"),
     output:
         record=record("superneurons/throughput"),

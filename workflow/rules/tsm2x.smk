@@ -4,7 +4,7 @@
 rule tsm2x:
     input:
         cfg=experiment_config("tsm2x/{exp}"),
-        code=sorted(Path("src/repro/tsm2x").glob("*.py")),
+        code=code_of("tsm2x/{exp}"),
         kernels=rules.build_kernels.output.manifest,
         ceilings=rules.ceilings.output.record,
     output:
