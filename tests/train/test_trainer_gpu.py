@@ -24,6 +24,8 @@ def eager(data):
 
 
 def _run(data, **kw):
+    if kw.get("compile"):
+        torch._dynamo.reset()  # compiled code and recompile counts of earlier tests in this process stay out
     torch.manual_seed(0)
     cfg = TrainConfig(**{"epochs": 6, "batch_size": 128, "warmup_epochs": 0.5, **kw})
     return train(build_model("resnet20"), *data, cfg, device="cuda")
