@@ -64,3 +64,13 @@ def test_commit_from_the_environment_wins_over_a_stale_git(monkeypatch):
     monkeypatch.setenv("REPRO_GIT_COMMIT", "f" * 40)
     monkeypatch.setenv("REPRO_GIT_DIRTY", "0")
     assert provenance.git_state() == {"commit": "f" * 40, "dirty": False}
+
+
+def test_gpu_neighbours_reads_what_was_measured():
+    from repro.records import gpu_neighbours
+
+    assert gpu_neighbours({"provenance": {"gpu_sharing": {"gpu_samples": 4, "gpu_neighbours_max": 2}}}) == 2
+    # a GPU run whose neighbours could not be matched, and a CPU run: nothing measured (the claims'
+    # shared-GPU note used to call .get on the "unknown" string)
+    assert gpu_neighbours({"provenance": {"gpu_sharing": "unknown (nvidia-smi's processes could not be matched)"}}) is None
+    assert gpu_neighbours({"provenance": {}}) is None

@@ -164,7 +164,7 @@ def shared_gpu(recs, timed_inputs: list[str] | None = None) -> str:
         inputs = named_input_records(rec, Path(rec["_dir"]).parents[1]) if "_dir" in rec else None
         inputs = [r for name, r in (inputs or {}).items() if timed_inputs is None or name in timed_inputs]
         for r in [rec, *inputs]:
-            n = ((r.get("provenance") or {}).get("gpu_sharing") or {}).get("gpu_neighbours_max") or 0
+            n = records.gpu_neighbours(r) or 0
             if n > 0 and r["experiment"] not in seen:
                 seen.add(r["experiment"])
                 shared.append(f"{r['experiment']} (up to {n})")
@@ -176,11 +176,11 @@ def _code_paths(record: dict) -> list[str]:
     """For a record without ``provenance.code``: the files its experiment's entry module imports
     (transitively, figures and bookkeeping aside) and its experiment file; its paper's folder where
     the experiment file is gone."""
-    config = provenance.REPO_ROOT / "config" / "experiment" / record["paper"] / f"{record['experiment']}.yaml"
-    entry = (yaml.safe_load(config.read_text()) or {}).get("entry") if config.is_file() else None
-    if not entry:
+    experiment = f"{record['paper']}/{record['experiment']}"
+    code = provenance.experiment_code(experiment)
+    if code is None:
         return [f"src/repro/{record['paper']}", f":(exclude)src/repro/{record['paper']}/figures.py"]
-    return [*provenance.module_code(entry.split(":")[0]), provenance.repo_path(config)]
+    return [*code, f"config/experiment/{experiment}.yaml"]
 
 
 def _changed_code(record: dict) -> str:

@@ -47,8 +47,7 @@ def _hardware(record: dict) -> str:
 def run_subtitle(record: dict, *extra_tags: str) -> str:
     """The line under every figure title: machine, scale, execution mode and data source, plus the
     record's tags named in ``extra_tags`` (e.g. how memory was measured)."""
-    tags, sharing = record.get("tags", {}), record.get("provenance", {}).get("gpu_sharing")
-    shared = isinstance(sharing, dict) and sharing.get("gpu_neighbours_max")
+    tags, shared = record.get("tags", {}), records.gpu_neighbours(record)
     parts = [_hardware(record), shared and f"GPU shared with up to {shared} other process(es)",
              record.get("scale") and f"{record['scale']} scale", tags.get("mode") and f"mode {tags['mode']}",
              *(tags.get(t) for t in extra_tags)]

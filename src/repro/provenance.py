@@ -14,6 +14,8 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
+import yaml
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -149,6 +151,14 @@ def module_code(module: str) -> tuple[str, ...]:
     through code_files (what a run of it would list as provenance.code, its experiment file aside).
     The workflow makes them a step's inputs; the claims report checks old records against them."""
     return tuple(repo_path(f) for f in code_files(import_closure(module)))
+
+
+def experiment_code(experiment: str) -> list[str] | None:
+    """module_code of experiment '<paper>/<name>''s entry module (config/experiment/<paper>/<name>.yaml
+    names it), or None where that file or its entry is gone. The workflow's code inputs of a step."""
+    config = REPO_ROOT / "config" / "experiment" / f"{experiment}.yaml"
+    entry = (yaml.safe_load(config.read_text()) or {}).get("entry") if config.is_file() else None
+    return list(module_code(entry.split(":")[0])) if entry else None
 
 
 def code_digests(files) -> dict[str, str]:

@@ -27,6 +27,13 @@ class MissingRecord(RecordError):
     """No record where one was looked for (the experiment has not run there)."""
 
 
+def gpu_neighbours(record: dict) -> int | None:
+    """How many other processes shared the record's GPU at most while it ran (provenance.gpu_sharing),
+    or None where that was not measured or could not be told (a CPU run; "unknown ...")."""
+    sharing = (record.get("provenance") or {}).get("gpu_sharing")
+    return sharing.get("gpu_neighbours_max") if isinstance(sharing, dict) else None
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write(path, lambda fh: fh.write(text.encode()))
 

@@ -129,8 +129,7 @@ def status(reference_root: Path, gpu: str) -> list[dict]:
     for path in sorted(root.rglob(records.RECORD_NAME)):
         rec = records.read(path)
         prov = rec.get("provenance", {})
-        sharing = prov.get("gpu_sharing")
-        neighbours = sharing.get("gpu_neighbours_max") if isinstance(sharing, dict) else None
+        neighbours = records.gpu_neighbours(rec)
         rows.append(dict(record=path.parent.relative_to(root).as_posix(), commit=(prov.get("commit") or "")[:7],
                          started=(rec.get("started") or "")[:10], neighbours="" if neighbours is None else neighbours,
                          resumed=(rec.get("tags") or {}).get("resumed", "none") != "none",

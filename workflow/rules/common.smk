@@ -2,10 +2,8 @@
 import sys
 from pathlib import Path
 
-import yaml
-
 sys.path.insert(0, f"{workflow.basedir}/src")  # repro's light modules, without install
-from repro.provenance import module_code
+from repro import provenance
 from repro.scale import resolve_scale
 
 SCALE = resolve_scale(config["scale"])
@@ -25,8 +23,10 @@ def experiment_code(experiment):
     read from the sources (the trainer, models and data modules too; figures and bookkeeping aside),
     and its paper's kernel sources: the files its record lists as provenance.code. An input of the
     step, so editing any of them reruns it, and nothing else does."""
-    entry = yaml.safe_load(Path(experiment_config(experiment)).read_text())["entry"]
-    return list(module_code(entry.split(":")[0]))
+    code = provenance.experiment_code(experiment)
+    if code is None:
+        raise ValueError(f"{experiment_config(experiment)}: no such experiment file, or it names no entry")
+    return code
 
 
 def code_of(pattern):
