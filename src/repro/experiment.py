@@ -35,6 +35,8 @@ class Context:
     device: str = "cpu"  # "cuda" or "cpu"
     seed: int = 0
     inputs: dict[str, Path] = field(default_factory=dict)  # named input files from the DAG
+    gpus: int = 0  # CUDA GPUs this run holds (CUDA_VISIBLE_DEVICES lists them); 0 on the CPU
+    results: Path = Path("results")  # the results root (inputs are below it; sweeps read their points there)
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("repro"))
 
     def progress(self, iterable, total: int | None = None, desc: str = ""):

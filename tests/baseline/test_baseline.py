@@ -10,7 +10,8 @@ import torch
 from omegaconf import OmegaConf
 
 from repro.baseline import figures
-from repro.baseline.experiment import BenchParams, TrainParams, train_cifar, trainer_bench
+from repro.train.arm import TrainParams
+from repro.baseline.experiment import BenchParams, train_cifar, trainer_bench
 from repro.data.arrays import DataError
 from conftest import prepared_splits
 from repro.experiment import Context, load_entry

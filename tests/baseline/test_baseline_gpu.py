@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from repro.baseline.experiment import BenchParams, TrainParams, train_cifar, trainer_bench
+from repro.train.arm import TrainParams
+from repro.baseline.experiment import BenchParams, train_cifar, trainer_bench
 from conftest import prepared_splits
 from repro.experiment import Context
 

@@ -8,7 +8,6 @@ import math
 import re
 import subprocess
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -197,18 +196,6 @@ def test_torch_host_tensor_is_rejected():
     A = torch.zeros(20, 100).T
     with pytest.raises(ValueError, match="CUDA memory"):
         tsm2.plan("r", A, torch.zeros(20, 4))
-
-
-def test_missing_cubin_says_how_to_build(tmp_path):
-    with pytest.raises(FileNotFoundError, match="snakemake build_kernels"):
-        tsm2.kernel_function(tsm2.TSM2R_VARIANTS[0], tmp_path)
-
-
-def test_default_kernels_dir_follows_env(monkeypatch, tmp_path):
-    monkeypatch.setenv("REPRO_KERNELS_DIR", str(tmp_path))
-    assert tsm2.default_kernels_dir() == tmp_path
-    monkeypatch.delenv("REPRO_KERNELS_DIR")
-    assert tsm2.default_kernels_dir() == Path.cwd() / "results" / "build" / "kernels"
 
 
 def test_modules_do_not_import_cupy_at_load():

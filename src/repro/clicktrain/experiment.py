@@ -34,7 +34,7 @@ import torch.nn as nn
 
 from repro import records
 from repro.atomic import atomic_write
-from repro.baseline.experiment import TrainParams, _splits, _train_config
+from repro.train.arm import TrainParams, splits, train_config
 from repro.clicktrain.masks import (ADMMHooks, ChannelLassoHooks, ClickTrainHooks, FixedMaskHooks,
                                     WarmupThenMaskHooks, conv_costs, nm_violations, sparse24_mask)
 from repro.clicktrain.patterns import layer_ratios, pattern_convs, pattern_violations, project, select_library
@@ -122,7 +122,7 @@ class _Phases:
         self.resumed: dict[str, int] = {}  # phase -> epochs a checkpoint brought back
 
     def run(self, name: str, hooks: TrainHooks, **overrides) -> None:
-        cfg = dataclasses.replace(_train_config(self.p), **overrides)
+        cfg = dataclasses.replace(train_config(self.p), **overrides)
         checkpoint = self.ctx.out_dir / f"checkpoint_{name}.pt" if self.p.checkpoint else None
         if checkpoint:
             self.checkpoints.append(checkpoint)
@@ -220,7 +220,7 @@ def _pattern_tags(p: PatternParams, model: nn.Module) -> dict:
 
 @experiment(params=ClickTrainParams, needs_gpu=False)
 def clicktrain(p: ClickTrainParams, ctx: Context) -> Result:
-    train_split, test_split = _splits(p, ctx)
+    train_split, test_split = splits(p, ctx)
     model = _model(p, len(train_split.classes), ctx.seed)
     _, ratios = _pattern_setup(p, model)
     warmup, lasso_epochs, _ = phase_epochs(p.epochs, p.warmup_frac, p.lasso_frac)
@@ -236,7 +236,7 @@ def clicktrain(p: ClickTrainParams, ctx: Context) -> Result:
 
 @experiment(params=ADMMParams, needs_gpu=False)
 def admm(p: ADMMParams, ctx: Context) -> Result:
-    train_split, test_split = _splits(p, ctx)
+    train_split, test_split = splits(p, ctx)
     model = _model(p, len(train_split.classes), ctx.seed)
     _, ratios = _pattern_setup(p, model)
     phases = _Phases(p, ctx, model, train_split, test_split)
@@ -282,7 +282,7 @@ def lasso_for_ratio(model: nn.Module, hooks: ChannelLassoHooks, split, p: PruneT
 
 @experiment(params=PruneTrainParams, needs_gpu=False)
 def prunetrain(p: PruneTrainParams, ctx: Context) -> Result:
-    train_split, test_split = _splits(p, ctx)
+    train_split, test_split = splits(p, ctx)
     model = _model(p, len(train_split.classes), ctx.seed)
     names = [n for n, m in model.named_modules() if isinstance(m, nn.Conv2d)]
     interval = max(1, round(p.epochs * p.prune_every_frac))
@@ -311,7 +311,7 @@ def prunetrain(p: PruneTrainParams, ctx: Context) -> Result:
 
 @experiment(params=Sparse24Params, needs_gpu=False)
 def sparse24(p: Sparse24Params, ctx: Context) -> Result:
-    train_split, test_split = _splits(p, ctx)
+    train_split, test_split = splits(p, ctx)
     model = _model(p, len(train_split.classes), ctx.seed)
     names = [n for n, m in model.named_modules() if isinstance(m, nn.Conv2d) and m.in_channels % 4 == 0]
     warmup, _ = phase_epochs(p.epochs, p.warmup_frac)

@@ -36,15 +36,13 @@ import torch
 import torch.nn as nn
 
 from repro import records
-from repro.atomic import atomic_write
-from repro.baseline.experiment import TrainParams, _splits, _steady, _train_config
+from repro.train.arm import TrainParams, finish_arm, run_arm, splits
 from repro.comet import codec
 from repro.comet.hooks import SavedTensorAccounting, make_hooks
 from repro.experiment import Context, Result, experiment
 from repro.models import build_model
 from repro.search import largest_fit
 from repro.timing import time_cpu, time_cuda
-from repro.train import train
 from repro.train.augment import first_batch
 
 METHODS = ("none", "fixed", "adaptive", "actnn")
@@ -226,21 +224,15 @@ def probe_memory(model: nn.Module, hooks: SavedTensorAccounting, x: torch.Tensor
 def train_arm(p: ArmParams, ctx: Context) -> Result:
     if p.method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {p.method!r}")
-    train_split, test_split = _splits(p, ctx)
+    train_split, test_split = splits(p, ctx)
     torch.manual_seed(ctx.seed)
     model = build_model(p.model, num_classes=len(train_split.classes), **p.model_kw)
     hooks = make_hooks(p.method, eb=p.eb, fraction=p.grad_error_fraction, bn_fraction=p.bn_fraction,
                        eb_min=p.eb_min, eb_max=p.eb_max, retune_every=p.retune_every, min_numel=p.min_numel,
                        group_size=p.group_size, seed=ctx.seed, kernels_dir=ctx.inputs.get("kernels"),
                        value_order=p.value_order)
-    checkpoint = ctx.out_dir / "checkpoint.pt" if p.checkpoint else None
-    result = train(model, train_split, test_split, _train_config(p), device=ctx.device, seed=ctx.seed, hooks=hooks,
-                   checkpoint=checkpoint, log=ctx.log, progress=ctx.progress)
-    if checkpoint:
-        checkpoint.unlink(missing_ok=True)  # finished: a rerun must train again
-    weights = ctx.out_dir / "model.pt"
-    state = {k: v.cpu() for k, v in model.state_dict().items()}
-    atomic_write(weights, lambda fh: torch.save(state, fh))
+    result = run_arm(p, ctx, model, train_split, test_split, hooks=hooks)
+    metrics, tags, artifacts = finish_arm(p, ctx, result, train_split, "training pass only, epochs 2.. (eager for every arm)")
     tables = {"epochs": result.history}
     train_layers = pd.DataFrame(hooks.layer_table()) if hooks else pd.DataFrame()
     probe_hooks = hooks
@@ -258,35 +250,25 @@ def train_arm(p: ArmParams, ctx: Context) -> Result:
     tables["layers"] = probe_layers
     if len(train_layers):
         tables["train_layers"] = train_layers
-    history, steady = result.history, _steady(result.history)
     act_mem = probe["act_alloc_bytes"] if ctx.device == "cuda" else probe["act_stored_bytes"]
-    metrics = dict(
-        final_top1=result.final_top1,
-        best_top1=result.best_top1,
-        epoch_s_mean=steady.train_s.mean(),
-        images_per_s=steady.images_per_s.mean(),
-        total_train_s=history.train_s.sum(),
-        peak_mem_bytes=history.peak_mem_bytes.max(),
+    metrics.update(
         act_mem_bytes=act_mem,
         act_raw_bytes=probe["act_raw_bytes"],
         act_stored_bytes=probe["act_stored_bytes"],
         act_ratio=probe["act_raw_bytes"] / probe["act_stored_bytes"],
         step_peak_bytes=probe["step_peak_bytes"],
-        epochs=len(history),
     )
     if len(train_layers):
         metrics["train_ratio"] = train_layers.raw_bytes.sum() / train_layers.stored_bytes.sum()
     if "decisions" in tables:
         d = tables["decisions"]
         metrics.update(eb_final_median=float(pd.Series(hooks.controller.eb).median()), retunes=int(d.step.nunique()))
-    tags = dict(model=p.model, method=p.method, mode=result.mode, mode_notes="; ".join(result.notes) or "none",
-                data_source=train_split.source, seed=ctx.seed,
+    tags.update(method=p.method,
                 act_mem_bytes=("CUDA memory allocated after the probe forward minus before (real bytes held for "
                                "backward)" if ctx.device == "cuda" else
                                "CPU: accounted bytes of the saved activations (no allocator to ask)"),
-                probe=f"one training-mode step on the first {len(x)} training images after training",
-                epoch_s_mean="training pass only, epochs 2.. (eager for every arm)")
-    return Result(metrics=metrics, tables=tables, artifacts={"model": weights}, tags=tags)
+                probe=f"one training-mode step on the first {len(x)} training images after training")
+    return Result(metrics=metrics, tables=tables, artifacts=artifacts, tags=tags)
 
 
 # ---- largest batch under a memory cap ----------------------------------------------------------

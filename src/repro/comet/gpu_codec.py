@@ -23,30 +23,16 @@ from pathlib import Path
 
 import numpy as np
 
-from repro.build_kernels import cubin_path
+from repro import kernels
 from repro.comet.codec import BLOCK, Compressed, check_eb, nblocks, step_of
-from repro.tsm2x.tsm2 import default_kernels_dir, launch_stream
 
 WARPS_PER_CTA = 8
 _END_BITS = 40  # comet_codec.cu's COMET_END_MASK: scan keys carry block ends below, NaN/Inf blocks above
-_MODULES: dict = {}
 
 
-def _functions(device: int, kernels_dir: Path | None):
-    """The kernels, loaded once per (kernels_dir as given, device): this runs for every saved
-    tensor in training, so the hit path resolves no paths (a changed $REPRO_KERNELS_DIR is not
-    seen after the first call with kernels_dir=None)."""
-    hit = _MODULES.get((kernels_dir, device))
-    if hit is not None:
-        return hit
-    import cupy
-
-    path = cubin_path(Path(kernels_dir) if kernels_dir is not None else default_kernels_dir(), "comet_codec")
-    with cupy.cuda.Device(device):
-        module = cupy.RawModule(path=str(path))
-        fns = {name: module.get_function(name) for name in ("comet_widths", "comet_pack", "comet_unpack")}
-    _MODULES[(kernels_dir, device)] = fns
-    return fns
+def _functions(device: int, kernels_dir: Path | None) -> dict:
+    return {name: kernels.function("comet_codec", name, device, kernels_dir)
+            for name in ("comet_widths", "comet_pack", "comet_unpack")}
 
 
 def _grid(nb: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
@@ -71,7 +57,7 @@ def flat_input(t):
 def _launch(fn, device: int, grid, block, args) -> None:
     import cupy
 
-    with cupy.cuda.Device(device), launch_stream(True, device):
+    with cupy.cuda.Device(device), kernels.launch_stream(True, device):
         fn(grid, block, args)
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from repro import kernels
 from repro.experiment import Context, Result, experiment
 from repro.tsm2x import tsm2
 
@@ -194,7 +195,7 @@ def run(kind: str, points: list[tuple[str, int, int, int]], p: BenchParams, ctx:
 
     from repro.tsm2x.tuner import Tuner, gpu_name
 
-    kernels_dir = Path(ctx.inputs["kernels"]) if "kernels" in ctx.inputs else tsm2.default_kernels_dir()
+    kernels_dir = Path(ctx.inputs["kernels"]) if "kernels" in ctx.inputs else kernels.default_dir()
     ceilings = read_ceilings(ctx.inputs.get("ceilings"))
     cache = Path(p.tuner_cache) if p.tuner_cache else ctx.out_dir / "tuning.json"
     tuner = Tuner(cache, gpu_name())

@@ -29,14 +29,12 @@ files). A problem with n (or k) below an instantiated size runs on the next larg
 
 from __future__ import annotations
 
-import functools
 import math
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from repro.build_kernels import cubin_path
+from repro import kernels
 
 SIZES = (2, 4, 8, 16)  # instantiated N (both kernels) and K (TSM2L)
 MAX_N = MAX_K_L = SIZES[-1]
@@ -306,46 +304,11 @@ def check_variant(prob: Problem, variant: str | Variant) -> Variant:
 # ---- kernels and launches (GPU) ---------------------------------------------------------------
 
 
-def default_kernels_dir() -> Path:
-    return Path(os.environ.get("REPRO_KERNELS_DIR") or Path.cwd() / "results" / "build" / "kernels")
-
-
-_MODULES: dict[tuple[str, int], Any] = {}
-_STREAMS: dict[tuple[int, int], Any] = {}
-
-
 def kernel_function(variant: Variant, kernels_dir: Path | None = None):
-    """The CuPy kernel of a variant, loading tsm2<kind>.cubin once per device."""
-    path = cubin_path(Path(kernels_dir) if kernels_dir is not None else default_kernels_dir(), f"tsm2{variant.kind}")
+    """The CuPy kernel of a variant, from tsm2<kind>.cubin on the current device."""
     import cupy
 
-    key = (str(path.resolve()), cupy.cuda.runtime.getDevice())
-    if key not in _MODULES:
-        _MODULES[key] = cupy.RawModule(path=str(path))
-    return _MODULES[key].get_function(variant.kernel)
-
-
-@functools.lru_cache(maxsize=None)
-def sm_count(device: int) -> int:
-    import cupy
-
-    return cupy.cuda.runtime.getDeviceProperties(device)["multiProcessorCount"]
-
-
-def launch_stream(torch_operands: bool, device: int):
-    """The CuPy stream to launch on: torch's current stream for torch operands, else CuPy's current."""
-    import cupy
-
-    if not torch_operands:
-        return cupy.cuda.get_current_stream()
-    import torch
-
-    handle = torch.cuda.current_stream(device).cuda_stream
-    if handle == 0:  # the legacy default stream, as CuPy's own default
-        return cupy.cuda.Stream.null
-    if (handle, device) not in _STREAMS:
-        _STREAMS[(handle, device)] = cupy.cuda.ExternalStream(handle, device)
-    return _STREAMS[(handle, device)]
+    return kernels.function(f"tsm2{variant.kind}", variant.kernel, cupy.cuda.runtime.getDevice(), kernels_dir)
 
 
 def empty_like_colmajor(A: Any, m: int, n: int):
@@ -402,10 +365,10 @@ def prepare(kind: str, A: Any, B: Any, out: Any = None, variant: str | Variant |
             np.uint64(a.ptr), np.int64(prob.lda), np.uint64(b.ptr), np.int64(b.row_stride), np.int64(b.col_stride),
             np.uint64(c.ptr), np.int64(prob.ldc),
             np.int32(prob.vec_ok(a, prob.lda, variant.vec)), np.int32(c_vector_stores(prob, variant)))
-    grid, block = variant.grid(prob.m, sm_count(device)), (variant.threads, 1, 1)
+    grid, block = variant.grid(prob.m, kernels.sm_count(device)), (variant.threads, 1, 1)
 
     def launch() -> None:
-        with cupy.cuda.Device(device), launch_stream(a.lib == "torch", device):
+        with cupy.cuda.Device(device), kernels.launch_stream(a.lib == "torch", device):
             fn(grid, block, args)
 
     return launch, out, variant

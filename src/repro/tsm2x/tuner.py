@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from repro.records import atomic_write_text
+from repro import kernels
 from repro.tsm2x import tsm2
 
 CUBLAS = ("cublas_torch", "cublas_cupy")
@@ -197,7 +198,7 @@ def cublas_call(name: str, A: Any, B: Any, C: Any) -> Callable[[], None]:
         cA, cB, cC = (cupy.from_dlpack(x) if isinstance(x, torch.Tensor) else x for x in (A, B, C))
 
         def run() -> None:
-            with cupy.cuda.Device(device), tsm2.launch_stream(torch_operands, device):
+            with cupy.cuda.Device(device), kernels.launch_stream(torch_operands, device):
                 cupy.matmul(cB.T, cA.T, out=cC.T)
 
         return run
