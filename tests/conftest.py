@@ -24,6 +24,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def experiment_cfg(experiment: str):
+    """An experiment file as Hydra composes it (its base merged under a variant), as an OmegaConf config."""
+    from omegaconf import OmegaConf
+
+    from repro import layout
+
+    return OmegaConf.create(layout.experiment_file(experiment))
+
+
 def prepared_splits(directory: Path, n_train: int, n_test: int) -> dict[str, Path]:
     """Synthetic CIFAR-shaped train/test split files, as the cifar10 rule would write them."""
     from repro.data.arrays import write_split

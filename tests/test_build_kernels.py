@@ -39,6 +39,27 @@ def test_builds_cubin_for_sm90(tmp_path):
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
+def test_a_rebuild_of_unchanged_sources_comes_from_the_cache_and_an_edit_compiles(tmp_path, monkeypatch):
+    monkeypatch.setenv("REPRO_BUILD_CACHE", str(tmp_path / "cache"))
+    src = tmp_path / "kernels" / "axpy.cu"
+    src.parent.mkdir()
+    src.write_text(SAMPLE)
+    first = build_kernels.build(tmp_path / "a", srcs=[src])["kernels"]["axpy"]
+    again = build_kernels.build(tmp_path / "b", srcs=[src])["kernels"]["axpy"]
+    assert not first["from_cache"] and again["from_cache"]
+    assert (tmp_path / "a" / "axpy.cubin").read_bytes() == (tmp_path / "b" / "axpy.cubin").read_bytes()
+    src.write_text(SAMPLE.replace("a * x[i]", "a * x[i] * 2.0f"))
+    assert not build_kernels.build(tmp_path / "c", srcs=[src])["kernels"]["axpy"]["from_cache"]
+
+
+def test_only_builds_the_named_kernel_and_refuses_an_unknown_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(build_kernels.shutil, "which", lambda _: None)
+    assert build_kernels.main(["--out", str(tmp_path), "--only", "tsm2r"]) == 0
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == ["tsm2r.json"]
+    assert build_kernels.main(["--out", str(tmp_path), "--only", "nosuch"]) == 2
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 def test_compile_error_is_reported_and_leaves_no_cubin(tmp_path):
     src = tmp_path / "bad.cu"
     src.write_text("this is not CUDA")
@@ -55,13 +76,13 @@ def test_every_project_kernel_builds(tmp_path):
     assert all(not k["spilling_entries"] for k in manifest["kernels"].values()), manifest
 
 
-def test_without_nvcc_the_manifest_says_so(tmp_path, monkeypatch):
+def test_without_nvcc_each_status_file_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr(build_kernels.shutil, "which", lambda _: None)
     manifest = build_kernels.build(tmp_path)
     assert manifest["status"] == "nvcc-missing"
-    assert json.loads((tmp_path / "manifest.json").read_text())["status"] == "nvcc-missing"
+    assert json.loads((tmp_path / "tsm2r.json").read_text())["status"] == "nvcc-missing"
     with pytest.raises(FileNotFoundError, match="nvcc not found"):
-        build_kernels.cubin_path(tmp_path, "anything")
+        build_kernels.cubin_path(tmp_path, "tsm2r")
 
 
 def test_missing_cubin_says_how_to_build(tmp_path):

@@ -6,7 +6,7 @@ import re
 import pytest
 import yaml
 
-from repro import claims, records
+from repro import claims, records, reference
 
 from conftest import REPO
 
@@ -20,8 +20,8 @@ def test_ledger_has_every_claim_id_of_papers_md():
     ids |= set(re.findall(r"claims?:?\s+`([a-z0-9_]+\.[a-z0-9_]+)`", text, flags=re.I))
     ids |= set(re.findall(r"^- `([a-z]+)`:", text, flags=re.M))  # simulator rows
     assert len(ids) >= 20, sorted(ids)
-    ledger = {c["id"] for c in claims.load_ledger(REPO / "config" / "claims.yaml")}
-    assert ids <= ledger, f"missing from config/claims.yaml: {sorted(ids - ledger)}"
+    ledger = {c["id"] for c in claims.load_ledger(REPO / "config" / "claims")}
+    assert ids <= ledger, f"missing from config/claims/: {sorted(ids - ledger)}"
 
 
 def _write(root, paper, name, metrics, scale="paper", status="ok", gpu="NVIDIA H200"):
@@ -34,11 +34,12 @@ def _write(root, paper, name, metrics, scale="paper", status="ok", gpu="NVIDIA H
 @pytest.fixture
 def setup(tmp_path):
     ledger = tmp_path / "claims.yaml"
-    exps = tmp_path / "experiment"
-    for e in ("k/fast", "k/skipped", "k/sim"):
-        (exps / e).parent.mkdir(parents=True, exist_ok=True)
-        (exps / f"{e}.yaml").write_text("name: x\n")
-    common = dict(paper="P", statement="s", paper_value=2.0, unit="x", needs="gpu")
+    config = tmp_path / "config"
+    for e, gpus in (("k/fast", 1), ("k/skipped", 1), ("k/sim", 0)):
+        (config / "experiment" / e).parent.mkdir(parents=True, exist_ok=True)
+        paper, name = e.split("/")
+        (config / "experiment" / f"{e}.yaml").write_text(f"name: {name}\npaper: {paper}\ngpus: {gpus}\n")
+    common = dict(paper="P", statement="s", paper_value=2.0, unit="x")
     ledger.write_text(yaml.safe_dump({"claims": [
         {**common, "id": "a.pass", "target": 1.5, "direction": ">=",
          "metric": {"experiment": "k/fast", "key": "speedup"},
@@ -47,7 +48,7 @@ def setup(tmp_path):
         {**common, "id": "a.ref", "target": 1.0, "direction": ">=", "metric": {"experiment": "k/skipped", "key": "speedup"}},
         {**common, "id": "a.model", "target": 1.0, "direction": ">=", "kind": "model",
          "metric": {"experiment": "k/sim", "key": "speedup"}},
-        {**common, "id": "a.pending", "target": 1.0, "direction": ">="},
+        {**common, "id": "a.pending", "target": 1.0, "direction": ">=", "needs": "gpu2"},
         {**common, "id": "a.noexp", "target": 1.0, "direction": ">=", "metric": {"experiment": "k/none", "key": "v"}},
     ]}))
     results, ref = tmp_path / "results", tmp_path / "reference"
@@ -55,7 +56,7 @@ def setup(tmp_path):
     _write(results, "k", "skipped", {}, scale="smoke", status="skipped", gpu=None)
     _write(ref / "nvidia-h200", "k", "skipped", {"speedup": 1.7})
     _write(results, "k", "sim", {"speedup": 1.2}, gpu=None)
-    return ledger, results, ref, exps
+    return ledger, results, ref, config
 
 
 def test_verdicts(setup):
@@ -69,6 +70,35 @@ def test_verdicts(setup):
     assert df.loc["a.model", "verdict"] == "model"
     assert df.loc["a.pending", "verdict"] == "pending"
     assert df.loc["a.noexp", "verdict"] == "pending"
+    assert df.loc["a.pass", "needs"] == "gpu" and df.loc["a.model", "needs"] == "cpu"  # from the experiments' gpus
+    assert df.loc["a.pending", "needs"] == "gpu2"  # stated by a claim with no metric yet
+
+
+def test_the_ledger_is_every_paper_file_and_ids_are_unique_across_them(tmp_path):
+    one = dict(paper="P", statement="s", paper_value=1, unit="u", target=1, direction=">=")
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump({"claims": [{**one, "id": "x.1"}]}))
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump({"claims": [{**one, "id": "y.1"}]}))
+    assert [c["id"] for c in claims.load_ledger(tmp_path)] == ["x.1", "y.1"]
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump({"claims": [{**one, "id": "x.1"}]}))
+    with pytest.raises(claims.LedgerError, match="b.yaml: claim #1 .x.1.: duplicate id .also in .*a.yaml"):
+        claims.load_ledger(tmp_path)
+
+
+def test_needs_is_derived_and_may_not_be_stated_beside_a_metric(tmp_path):
+    bad = tmp_path / "c.yaml"
+    bad.write_text(yaml.safe_dump({"claims": [dict(id="x", paper="P", statement="s", paper_value=1, unit="u",
+                                                    target=1, direction=">=", needs="gpu",
+                                                    metric={"experiment": "a/b", "key": "k"})]}))
+    with pytest.raises(claims.LedgerError, match="needs follows from the experiments' gpus"):
+        claims.load_ledger(bad)
+
+
+def test_a_comparison_needs_the_gpus_of_what_it_reads():
+    """clicktrain_compare is a CPU step over GPU records: its claims need a GPU; the sweep of the
+    COMET arms (a CPU step over its points) too."""
+    assert claims.gpus_needed("clicktrain/clicktrain_compare") == 1
+    assert claims.gpus_needed("comet/comet_eb_sweep") == 1
+    assert claims.gpus_needed("comet/comet_sz3") == 1
 
 
 def test_failing_also_condition_fails_the_claim(setup):
@@ -90,7 +120,7 @@ def test_report_files_and_exact_columns(setup, tmp_path):
 def test_ledger_errors_name_the_problem(tmp_path):
     bad = tmp_path / "c.yaml"
     bad.write_text(yaml.safe_dump({"claims": [{"id": "x", "paper": "P", "statement": "s", "paper_value": 1,
-                                               "unit": "u", "target": 1, "direction": "=>", "needs": "gpu"}]}))
+                                               "unit": "u", "target": 1, "direction": "=>"}]}))
     with pytest.raises(claims.LedgerError, match="direction"):
         claims.load_ledger(bad)
     bad.write_text(yaml.safe_dump({"claims": [{"id": "x", "colour": 1}]}))
@@ -106,32 +136,32 @@ def test_missing_metric_in_record_is_an_error(setup):
 
 
 def test_stale_code_names_what_changed_since_a_reference_run(monkeypatch):
-    from repro import claims, provenance
+    from repro import provenance
 
-    rec = {"paper": "comet", "experiment": "comet_compare", "provenance": {"commit": "abcdef1234"}}
+    rec = {"paper": "comet", "experiment": "comet_fixed_eb", "provenance": {"commit": "abcdef1234"}}
     seen = {}
 
     def fake(commit, paths):
         seen.update(commit=commit, paths=paths)
-        return ["src/repro/comet/hooks.py", "config/experiment/comet/comet_compare.yaml"]
+        return ["src/repro/comet/hooks.py", "config/experiment/comet/comet_uncompressed.yaml"]
 
     monkeypatch.setattr(provenance, "changed_since", fake)
-    note = claims.stale_code(rec)
-    assert "abcdef1" in note and "hooks.py" in note and "comet_compare.yaml" in note
-    # what its entry module (repro.comet.experiment) imports, shared code too, and its experiment file
+    note = reference.stale_code(rec)
+    assert "abcdef1" in note and "hooks.py" in note and "comet_uncompressed.yaml" in note
+    # what its entry module (repro.comet.arms) imports, shared code too, and its experiment file and its base
     assert seen["commit"] == "abcdef1234"
     assert {"src/repro/comet/hooks.py", "src/repro/train/trainer.py", "src/repro/comet/kernels/comet_codec.cu",
-            "config/experiment/comet/comet_compare.yaml"} <= set(seen["paths"])
+            "config/experiment/comet/comet_fixed_eb.yaml", "config/experiment/comet/comet_uncompressed.yaml"} <= set(seen["paths"])
     assert not any(p.endswith(("figures.py", "/run.py", "clicktrain/experiment.py")) for p in seen["paths"])
     for unchanged in ([], None):  # nothing changed, or git cannot tell: no note
         monkeypatch.setattr(provenance, "changed_since", lambda c, p, r=unchanged: r)
-        assert claims.stale_code(rec) == ""
+        assert reference.stale_code(rec) == ""
 
 
 def test_a_record_listing_its_code_is_checked_file_by_file(monkeypatch, tmp_path):
     """Since records list their code by digest, the note names exactly the files that compute
     something else now: not a comment, docstring or formatting edit, and not a file it never ran."""
-    from repro import claims, provenance
+    from repro import provenance
 
     monkeypatch.setattr(provenance, "REPO_ROOT", tmp_path)
     src = tmp_path / "src" / "step.py"
@@ -144,11 +174,11 @@ def test_a_record_listing_its_code_is_checked_file_by_file(monkeypatch, tmp_path
     monkeypatch.setattr(provenance, "changed_since", lambda *a: pytest.fail("git is not asked"))
     src.write_text('"""Other doc."""\n\n\ndef step(x):\n    # twice\n    return x*2\n')
     kernel.write_text("// kernel, v2\n\n__global__ void k() {}\n")
-    assert claims.stale_code(rec) == ""
+    assert reference.stale_code(rec) == ""
     src.write_text('"""Doc."""\n\ndef step(x):\n    return x * 3\n')
-    assert claims.stale_code(rec) == "its code changed since that run (abcdef1: src/step.py): a rerun may change it"
+    assert reference.stale_code(rec) == "its code changed since that run (abcdef1: src/step.py): a rerun may change it"
     src.unlink()
-    assert "step.py" in claims.stale_code(rec)  # gone counts as changed
+    assert "step.py" in reference.stale_code(rec)  # gone counts as changed
 
 
 def test_a_run_records_the_code_it_ran():
@@ -156,13 +186,13 @@ def test_a_run_records_the_code_it_ran():
     kernels, not the runner's bookkeeping or the figure modules."""
     import sys
 
-    import repro.comet.experiment  # noqa: F401
+    import repro.comet.arms  # noqa: F401
     import repro.figures  # noqa: F401
     import repro.run  # noqa: F401
     from repro import provenance
 
     files = {p.relative_to(provenance.REPO_ROOT).as_posix() for p in provenance.code_files(list(sys.modules))}
-    assert {"src/repro/comet/experiment.py", "src/repro/comet/kernels/comet_codec.cu",
+    assert {"src/repro/comet/arms.py", "src/repro/comet/kernels/comet_codec.cu",
             "src/repro/train/trainer.py"} <= files
     assert not {"src/repro/run.py", "src/repro/records.py", "src/repro/figures.py",
                 "src/repro/comet/figures.py"} & files
@@ -190,7 +220,7 @@ def test_changed_since_is_none_for_a_commit_this_clone_lacks():
 
 def test_stale_code_of_a_comparison_names_its_stale_inputs(monkeypatch, tmp_path):
     """A CPU step made today over a GPU record whose code changed since: the note names that input."""
-    from repro import claims, provenance, records
+    from repro import provenance, records
 
     arm = tmp_path / "comet" / "comet_actnn2bit"
     arm.mkdir(parents=True)
@@ -201,10 +231,10 @@ def test_stale_code_of_a_comparison_names_its_stale_inputs(monkeypatch, tmp_path
            "inputs": {"actnn2bit": "results/comet/comet_actnn2bit/record.json", "kernels": "results/build/kernels"}}
     monkeypatch.setattr(provenance, "changed_since",
                         lambda commit, paths: ["src/repro/comet/hooks.py"] if commit == "old1234567" else [])
-    note = claims.stale_code(cmp, tmp_path)
+    note = reference.stale_code(cmp, tmp_path)
     assert note.startswith("the code of its inputs changed") and "comet_actnn2bit (old1234: comet/hooks.py)" in note
     assert "its code" not in note  # the comparison itself is current
-    assert claims.stale_code(cmp) == ""  # without the results folder nothing is resolved
+    assert reference.stale_code(cmp) == ""  # without the results folder nothing is resolved
 
 
 def test_timing_claims_name_records_measured_on_a_shared_gpu(tmp_path):

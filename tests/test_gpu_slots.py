@@ -1,4 +1,4 @@
-"""Each GPU job claims its own GPU on a multi-GPU machine (repro.gpu_slots)."""
+"""Each GPU job claims GPUs of its own on a multi-GPU machine (repro.gpu_slots)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,16 @@ from repro import gpu_slots
 def test_second_job_gets_the_next_gpu_and_waits_when_all_are_taken(tmp_path, monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import os, sys, time; from pathlib import Path; from repro.gpu_slots import claim_gpu; "
-         f"print(claim_gpu(Path({str(tmp_path)!r}), count=2), os.environ['CUDA_VISIBLE_DEVICES'], flush=True); "
+        [sys.executable, "-c", "import os, sys, time; from pathlib import Path; from repro.gpu_slots import claim_gpus; "
+         f"print(claim_gpus(1, Path({str(tmp_path)!r}), count=2)[0], os.environ['CUDA_VISIBLE_DEVICES'], flush=True); "
          "time.sleep(3)"], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().split() == ["0", "0"]
-    assert gpu_slots.claim_gpu(tmp_path, count=2) == 1
+    assert gpu_slots.claim_gpus(1, tmp_path, count=2) == [1]
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "1"
     # a third job finds both taken and waits until the holder exits
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     t0 = time.monotonic()
-    assert gpu_slots.claim_gpu(tmp_path, count=2, poll_s=0.2) == 0
+    assert gpu_slots.claim_gpus(1, tmp_path, count=2, poll_s=0.2) == [0]
     assert time.monotonic() - t0 > 0.5
     holder.wait()
     for fh in gpu_slots._held:
@@ -32,10 +32,38 @@ def test_second_job_gets_the_next_gpu_and_waits_when_all_are_taken(tmp_path, mon
 
 def test_no_claim_where_the_scheduler_chose_or_one_gpu(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
-    assert gpu_slots.claim_gpu(tmp_path, count=4) is None
+    assert gpu_slots.claim_gpus(1, tmp_path, count=4) is None
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    assert gpu_slots.claim_gpu(tmp_path, count=1) is None
+    assert gpu_slots.claim_gpus(1, tmp_path, count=1) is None
+    assert gpu_slots.claim_gpus(2, tmp_path, count=2) is None
     assert "CUDA_VISIBLE_DEVICES" not in os.environ
+
+
+def _release():
+    for fh in gpu_slots._held:
+        fh.close()
+    gpu_slots._held.clear()
+
+
+def test_a_two_gpu_job_takes_two_free_ones_or_waits(tmp_path, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import os, time; from pathlib import Path; from repro.gpu_slots import claim_gpus; "
+         f"claim_gpus(3, Path({str(tmp_path)!r}), count=4); print(os.environ['CUDA_VISIBLE_DEVICES'], flush=True); "
+         "time.sleep(2)"], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "0,1,2"
+    t0 = time.monotonic()  # one GPU is free, two are wanted: it waits for the holder, holding none meanwhile
+    assert gpu_slots.claim_gpus(2, tmp_path, count=4, poll_s=0.2) == [0, 1]
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1" and time.monotonic() - t0 > 0.5
+    holder.wait()
+    _release()
+
+
+def test_visible_gpus_counts_what_the_scheduler_gave(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
+    assert gpu_slots.visible_gpus() == 2
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert gpu_slots.visible_gpus() == 0
 
 
 def test_cli_runs_the_command_on_its_gpu(tmp_path, monkeypatch):

@@ -3,7 +3,7 @@
 import os
 
 from repro.figures import run_subtitle
-from repro.provenance import GpuNeighbours, _ancestors
+from repro.machine import GpuNeighbours, _ancestors
 
 
 def _watch(samples, children=(), uuid=None):
@@ -89,7 +89,7 @@ def test_subtitle_of_a_cpu_step_names_the_gpu_of_its_inputs(tmp_path):
 
 
 def test_gpu_board_picks_our_card_by_uuid_and_host_info_reads_proc(tmp_path):
-    from repro.provenance import gpu_board, host_info
+    from repro.machine import gpu_board, host_info
 
     rows = ["GPU-aaaa, 1980, 700.00", "GPU-BBBB, 1755, [N/A]"]
     assert gpu_board("bbbb", query=lambda fields: rows) == {

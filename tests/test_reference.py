@@ -18,12 +18,12 @@ def test_publish_takes_gpu_runs_and_cpu_steps_that_only_combine_them(tmp_path):
     _write(results, "p", "other_gpu", "NVIDIA A100")
     _write(results, "p", "mixed", None, inputs={"a": "results/p/arm/record.json", "b": "results/p/other_gpu/record.json"})
     _write(results, "p", "cpu_only", None)
-    (results / "figures").mkdir()
-    (results / "figures" / "compare.png").write_bytes(b"png")
+    (results / "figures" / "p").mkdir(parents=True)
+    (results / "figures" / "p" / "compare.png").write_bytes(b"png")
     published = reference.publish(results, ref, "nvidia-h200")
     assert sorted(published) == ["p/arm", "p/compare"]
     assert (ref / "nvidia-h200" / "p" / "compare" / "record.json").exists()
-    assert (ref / "nvidia-h200" / "figures" / "compare.png").read_bytes() == b"png"
+    assert (ref / "nvidia-h200" / "figures" / "p" / "compare.png").read_bytes() == b"png"
     assert reference.find_reference(ref, "p", "compare") == ref / "nvidia-h200" / "p" / "compare"
     # published, the comparison still finds its inputs among its neighbours (the claims report names its GPU)
     published_compare = records.read(ref / "nvidia-h200" / "p" / "compare")

@@ -13,11 +13,12 @@ from repro.run import ConfigError, execute
 from conftest import REPO
 
 
-def _cfg(compose, tmp_path, entry="fake_experiments:echo", params=None, smoke=None, scale="smoke"):
-    cfg = compose(["experiment=ceilings/ceilings", f"scale={scale}", f"out={tmp_path}", "device=cpu"])
+def _cfg(compose, tmp_path, entry="fake_experiments:echo", params=None, smoke=None, scale="smoke", gpus=0,
+         device="cpu", inputs=None):
+    cfg = compose(["experiment=ceilings/ceilings", f"scale={scale}", f"out={tmp_path}", f"device={device}"])
     OmegaConf.set_struct(cfg, False)
-    cfg.experiment = {"name": entry.split(":")[1], "paper": "test", "entry": entry,
-                      "params": params or {}, "smoke": smoke or {}}
+    cfg.experiment = {"name": entry.split(":")[1], "paper": "test", "entry": entry, "gpus": gpus,
+                      "inputs": inputs or {}, "params": params or {}, "smoke": smoke or {}}
     return cfg
 
 
@@ -52,18 +53,50 @@ def test_unknown_experiment_key(compose, tmp_path):
 
 
 def test_missing_input_is_named(compose, tmp_path):
-    cfg = _cfg(compose, tmp_path)
-    cfg.inputs = {"ceilings": str(tmp_path / "nope.json")}
-    with pytest.raises(ConfigError, match="inputs.ceilings"):
+    cfg = _cfg(compose, tmp_path, inputs={"ceilings": "ceilings/ceilings/record.json"})
+    cfg.results = str(tmp_path / "results")
+    with pytest.raises(ConfigError, match="experiment.inputs.ceilings: .*results/ceilings/ceilings/record.json"):
         execute(cfg)
+    assert not (tmp_path / "record.json").exists()
+
+
+def test_declared_inputs_resolve_below_the_results_root(compose, tmp_path):
+    (tmp_path / "results" / "a").mkdir(parents=True)
+    (tmp_path / "results" / "a" / "x.csv").write_text("1\n")
+    cfg = _cfg(compose, tmp_path / "out", inputs={"x": "a/x.csv"})
+    cfg.results = str(tmp_path / "results")
+    rec = records.read(execute(cfg))
+    assert rec["inputs"] == {"x": str(tmp_path / "results" / "a" / "x.csv")} and rec["gpus"] == 0
+
+
+def test_bad_gpu_count_and_device_are_named(compose, tmp_path):
+    with pytest.raises(ConfigError, match="experiment.gpus"):
+        execute(_cfg(compose, tmp_path, gpus=-1))
+    with pytest.raises(ConfigError, match="device: must be auto, cuda or cpu, got 'gpu'"):
+        execute(_cfg(compose, tmp_path, gpus=1, device="gpu"))
 
 
 @pytest.mark.skipif(cuda_available(), reason="tests the no-GPU path")
-def test_gpu_only_step_without_gpu(compose, tmp_path):
-    rec = records.read(execute(_cfg(compose, tmp_path / "s", entry="fake_experiments:gpu_only")))
-    assert rec["status"] == "skipped" and "needs a CUDA GPU" in rec["reason"] and rec["metrics"] == {}
-    with pytest.raises(NeedsGPU, match="needs a CUDA GPU"):
-        execute(_cfg(compose, tmp_path / "p", entry="fake_experiments:gpu_only", scale="paper"))
+def test_gpu_only_step_without_gpu(compose, tmp_path, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    gpu_only = dict(entry="fake_experiments:gpu_only", gpus=1, device="auto")
+    rec = records.read(execute(_cfg(compose, tmp_path / "s", **gpu_only)))
+    assert rec["status"] == "skipped" and rec["metrics"] == {}
+    assert rec["reason"] == "skipped: needs 1 CUDA GPU and this machine has 0"
+    with pytest.raises(NeedsGPU, match="needs 1 CUDA GPU and this machine has 0"):
+        execute(_cfg(compose, tmp_path / "p", scale="paper", **gpu_only))
+
+
+def test_a_step_needing_more_gpus_than_here_says_how_many(compose, tmp_path, monkeypatch):
+    """With CPU paths at smoke scale it runs on the CPU; a GPU-only one is skipped naming the count;
+    at paper scale both are refused naming it."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # one GPU given, as a scheduler would
+    rec = records.read(execute(_cfg(compose, tmp_path / "a", gpus=2, device="auto")))
+    assert rec["status"] == "ok" and rec["device"] == "cpu" and rec["gpus"] == 0
+    rec = records.read(execute(_cfg(compose, tmp_path / "b", entry="fake_experiments:gpu_only", gpus=2, device="auto")))
+    assert rec["reason"] == "skipped: needs 2 CUDA GPUs and this machine has 1"
+    with pytest.raises(NeedsGPU, match="needs 2 CUDA GPUs and this machine has 1"):
+        execute(_cfg(compose, tmp_path / "c", gpus=2, device="auto", scale="paper"))
 
 
 def test_failing_experiment_leaves_previous_record(compose, tmp_path):
@@ -103,13 +136,14 @@ def test_cli_help_lists_experiments():
     assert proc.returncode == 0 and "ceilings/ceilings" in proc.stdout
 
 
-def test_cli_named_inputs_as_the_rules_pass_them(tmp_path):
-    """The Snakemake rules pass inputs as 'inputs.<name>=<path>' (see workflow/rules/common.smk)."""
+def test_cli_replaces_a_declared_input_and_refuses_an_undeclared_one(tmp_path):
+    """A declared input can be pointed elsewhere as experiment.inputs.<name>=<path>; a name the
+    experiment file does not declare is refused."""
     first = tmp_path / "first"
-    assert _cli("experiment=ceilings/ceilings", "scale=smoke", f"out={first}").returncode == 0
-    proc = _cli("experiment=ceilings/ceilings", "scale=smoke", f"out={tmp_path / 'second'}",
-                f"inputs.ceilings={first / 'record.json'}")
+    assert _cli("experiment=ceilings/ceilings", "scale=smoke", f"out={first}", "device=cpu").returncode == 0
+    proc = _cli("experiment=tsm2x/tsm2_r", "scale=smoke", f"out={tmp_path / 'second'}", "device=cpu",
+                f"experiment.inputs.ceilings={first / 'record.json'}")
     assert proc.returncode == 0, proc.stderr
-    assert records.read(tmp_path / "second")["inputs"] == {"ceilings": str(first / "record.json")}
-    bad = _cli("experiment=ceilings/ceilings", "scale=smoke", f"out={tmp_path / 'third'}", "inputs.ceiling=x")
+    assert records.read(tmp_path / "second")["inputs"]["ceilings"] == str(first / "record.json")
+    bad = _cli("experiment=tsm2x/tsm2_r", "scale=smoke", f"out={tmp_path / 'third'}", "experiment.inputs.ceiling=x")
     assert bad.returncode != 0 and "ceiling" in bad.stderr

@@ -11,8 +11,9 @@ import pytest
 
 from conftest import REPO
 
-EXPERIMENTS = sorted(p.relative_to(REPO / "config" / "experiment").with_suffix("").as_posix()
-                     for p in (REPO / "config" / "experiment").glob("*/*.yaml"))
+from repro import layout
+
+EXPERIMENTS = layout.experiment_names()
 
 
 def dag_jobs(workdir: Path, config: dict) -> list:
@@ -45,15 +46,16 @@ EB_SWEEP_POINTS = {"paper": 4 + 4 - 2, "smoke": 2 + 2 - 2}
 
 
 def expected_counts(scale: str) -> dict:
+    """One job per experiment file (under its paper's rule; ClickTrain's arms under their own), one
+    per sweep point that is not a configured run, one build per kernel source, one figure per
+    experiment that names one, and the spine's steps."""
     per_paper = collections.Counter(e.split("/")[0] for e in EXPERIMENTS)
-    return {"all": 1, "claims": 1, "mlflow": 1, "figure": len(EXPERIMENTS), "build_kernels": 1, "cifar10": 1,
-            "ceilings": per_paper["ceilings"], "baseline": per_paper["baseline"], "tsm2x": per_paper["tsm2x"],
-            "clicktrain": per_paper["clicktrain"] - 5, "clicktrain_compare": 2, "clicktrain_inference": 2,
-            "clicktrain_budget": 1, "clicktrain_budget_point": BUDGET_POINTS[scale],
-            "clicktrain_budget_repeat": BUDGET_REPEATS[scale],
-            "superneurons": per_paper["superneurons"] - 1, "superneurons_throughput": 1,
-            "comet_bench": 1, "comet_step_bench": 1, "comet_max_batch": 1, "comet_arm": 8, "comet_sz3": 1, "comet_compare": 2,
-            "comet_eb_sweep": 1, "comet_eb_sweep_point": EB_SWEEP_POINTS[scale]}
+    arms = 8  # ClickTrain's arms on two networks: rule clicktrain_arm (they also write pruned.pt)
+    return {"all": 1, "claims": 1, "mlflow": 1, "cifar10": 1, "build_kernel": len(layout.kernel_sources()),
+            "figure": sum(bool(layout.experiment_file(e).get("figure")) for e in EXPERIMENTS),
+            **{paper: n for paper, n in per_paper.items() if paper != "clicktrain"},
+            "clicktrain": per_paper["clicktrain"] - arms, "clicktrain_arm": arms,
+            "sweep_point": BUDGET_POINTS[scale] + BUDGET_REPEATS[scale] + EB_SWEEP_POINTS[scale]}
 
 
 @pytest.mark.parametrize("scale", ["smoke", "paper"])
@@ -62,9 +64,11 @@ def test_dry_run_job_counts(scale):
     assert dict(counts) == expected_counts(scale)
 
 
-def test_every_experiment_has_a_figure_and_a_rule():
-    counts = job_counts(REPO, {"scale": "smoke"})
-    assert counts["figure"] == len(EXPERIMENTS) >= 6
+def test_every_experiment_has_a_rule():
+    jobs = dag_jobs(REPO, {"scale": "smoke"})
+    ran = {str(f).removeprefix("results/").removesuffix("/record.json") for j in jobs for f in j.output
+           if str(f).endswith("record.json")}
+    assert set(EXPERIMENTS) <= ran
 
 
 def test_a_step_reruns_when_the_code_it_runs_changes():
@@ -73,29 +77,46 @@ def test_a_step_reruns_when_the_code_it_runs_changes():
     collection code."""
     jobs = {(j.rule.name, tuple(sorted(j.wildcards.items()))): {str(f) for f in j.input}
             for j in dag_jobs(REPO, {"scale": "smoke"})}
-    baseline = jobs[("baseline", (("exp", "resnet32"),))]
+    baseline = jobs[("baseline", (("exp", "resnet32"), ("paper", "baseline")))]
     assert {"src/repro/models/resnet.py", "src/repro/train/trainer.py", "src/repro/data/arrays.py",
             "src/repro/baseline/experiment.py"} <= baseline
     assert not any(f.endswith("figures.py") for f in baseline)
     admm_point = next(inputs for (rule, wc), inputs in jobs.items()
-                      if rule == "clicktrain_budget_point" and dict(wc)["arm"] == "admm")
+                      if rule == "sweep_point" and dict(wc)["point"].startswith("admm_e"))
     assert "src/repro/clicktrain/masks.py" in admm_point and "src/repro/clicktrain/budget.py" not in admm_point
-    comet = next(inputs for (rule, wc), inputs in jobs.items() if rule == "comet_arm")
-    assert "src/repro/comet/kernels/comet_codec.cu" in comet and "src/repro/comet/eb_sweep.py" not in comet
+    comet = jobs[("comet", (("exp", "comet_fixed_eb"), ("paper", "comet")))]
+    assert {"src/repro/comet/kernels/comet_codec.cu", "results/build/kernels/comet_codec.json",
+            "config/experiment/comet/comet_fixed_eb.yaml", "config/experiment/comet/comet_uncompressed.yaml"} <= comet
+    assert "src/repro/comet/eb_sweep.py" not in comet
+    assert not any("tsm2" in f for f in comet)  # a TSM2X kernel edit reruns no COMET step
+
+
+def test_an_experiment_reads_what_its_file_declares():
+    """Declared inputs become the step's inputs; a sweep's step reads every point's record (the
+    configured run's where a point is that run)."""
+    jobs = {(j.rule.name, tuple(sorted(j.wildcards.items()))): {str(f) for f in j.input}
+            for j in dag_jobs(REPO, {"scale": "paper"})}
+    tsm2 = jobs[("tsm2x", (("exp", "tsm2_r"), ("paper", "tsm2x")))]
+    assert {"results/ceilings/ceilings/record.json", "results/build/kernels/tsm2r.json"} <= tsm2
+    assert "results/build/kernels/tsm2l.json" not in tsm2
+    budget = jobs[("clicktrain", (("exp", "clicktrain_budget"), ("paper", "clicktrain")))]
+    assert {"results/clicktrain/admm/record.json", "results/clicktrain/clicktrain_budget/admm_e10/record.json",
+            "results/clicktrain/clicktrain_budget/dense_e40_s1/record.json",
+            "results/baseline/resnet32/record.json"} <= budget
 
 
 def test_superneurons_records_feed_the_report():
-    """The superneurons rule builds peak_memory, depth and max_batch; the claims report and the MLflow
-    step take their records (and every figure) as inputs."""
+    """The superneurons rule builds its four experiments; the claims report and the MLflow step take
+    their records (and every figure) as inputs."""
     jobs = dag_jobs(REPO, {"scale": "smoke"})
     assert sorted(j.wildcards["exp"] for j in jobs if j.rule.name == "superneurons") == ["depth", "max_batch",
-                                                                                         "peak_memory"]
+                                                                                         "peak_memory", "throughput"]
     for rule in ("claims", "mlflow"):
         inputs = {str(f) for j in jobs if j.rule.name == rule for f in j.input}
         assert {f"results/superneurons/{e}/record.json" for e in ("peak_memory", "depth", "max_batch",
                                                                   "throughput")} <= inputs
     claims_inputs = {str(f) for j in jobs if j.rule.name == "claims" for f in j.input}
-    assert "results/figures/max_batch.png" in claims_inputs
+    assert "results/figures/superneurons/max_batch.png" in claims_inputs
 
 
 def _snakemake(*args, cwd=REPO, check=True):
@@ -144,11 +165,12 @@ def test_smoke_dag_end_to_end(smoke_run):
     report = (work / "results" / "claims" / "report.html").read_text()
     from repro.claims import load_ledger
 
-    for claim in load_ledger(REPO / "config" / "claims.yaml"):
+    for claim in load_ledger(REPO / "config" / "claims"):
         assert claim["id"] in report
     for exp in EXPERIMENTS:
         assert (work / "results" / exp / "record.json").exists()
-        assert (work / "results" / "figures" / f"{exp.split('/')[1]}.png").exists()
+        if layout.experiment_file(exp).get("figure"):
+            assert (work / "results" / layout.figure_path(exp, "results").split("results/", 1)[1]).exists()
     assert (work / "results" / "mlflow.db").exists()
 
 
@@ -164,8 +186,8 @@ def test_smoke_rerun_is_a_no_op(smoke_run):
 def test_one_figure_by_name_reruns_only_its_chain(smoke_run):
     work, proc, shards = smoke_run
     assert proc.returncode == 0
-    (work / "results" / "figures" / "ceilings.png").unlink()
-    again = _snakemake("results/figures/ceilings.png", "--cores", "2", "--config", "scale=smoke",
+    (work / "results" / "figures" / "ceilings" / "ceilings.png").unlink()
+    again = _snakemake("results/figures/ceilings/ceilings.png", "--cores", "2", "--config", "scale=smoke",
                        f"cifar10_source=shards:{shards}", cwd=work)
-    assert (work / "results" / "figures" / "ceilings.png").exists()
+    assert (work / "results" / "figures" / "ceilings" / "ceilings.png").exists()
     assert "baseline" not in again.stderr.split("Job stats:")[-1].split("Select jobs")[0]

@@ -1,6 +1,6 @@
 """The claims report: every paper claim beside our measured value and a verdict.
 
-`python -m repro.claims --ledger config/claims.yaml --results results --out results/claims`
+`python -m repro.claims --ledger config/claims --results results --out results/claims`
 
 Verdicts
   reproduced / not-reproduced  measured here, at paper scale, against the target;
@@ -17,6 +17,7 @@ import base64
 import html
 import math
 import operator
+import re
 import sys
 from pathlib import Path
 
@@ -25,15 +26,16 @@ import yaml
 
 from repro import records
 from repro.records import atomic_write_text
-from repro import provenance
-from repro.reference import find_reference, input_gpu_name, input_records, named_input_records
+from repro import layout, sweep
+from repro.reference import find_reference, input_gpu_name, named_input_records, stale_code
 
 COLUMNS = ["claim_id", "paper", "statement", "paper_value", "target", "measured", "unit", "verdict",
-           "source", "hardware", "run_id", "commit"]
+           "source", "hardware", "needs", "run_id", "commit"]
 VERDICTS = ("reproduced", "not-reproduced", "not-run-here", "model", "pending")
 CLAIM_FIELDS = {"id", "paper", "statement", "paper_value", "unit", "target", "direction", "metric", "also",
                 "needs", "kind", "timing", "note"}
-REQUIRED = {"id", "paper", "statement", "paper_value", "unit", "target", "direction", "needs"}
+REQUIRED = {"id", "paper", "statement", "paper_value", "unit", "target", "direction"}
+NEEDS = re.compile(r"^(cpu|gpu\d*)$")
 OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
 
 
@@ -41,34 +43,75 @@ class LedgerError(ValueError):
     pass
 
 
+def _ledger_files(path: Path) -> list[Path]:
+    path = Path(path)
+    files = layout.claims_files(path.parent) if path.name == "claims" and path.is_dir() else (
+        sorted(path.glob("*.yaml")) if path.is_dir() else [path])
+    if not files:
+        raise LedgerError(f"{path}: no claims files (config/claims/<paper>.yaml)")
+    return files
+
+
 def load_ledger(path: Path) -> list[dict]:
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except yaml.YAMLError as exc:
-        raise LedgerError(f"{path}: not valid YAML: {exc}") from None
-    claims = data.get("claims") if isinstance(data, dict) else None
-    if not isinstance(claims, list):
-        raise LedgerError(f"{path}: expected a top-level 'claims:' list")
-    seen = set()
-    for i, c in enumerate(claims):
-        where = f"{path}: claim #{i + 1} ({c.get('id', '?')})"
-        if unknown := set(c) - CLAIM_FIELDS:
-            raise LedgerError(f"{where}: unknown field(s) {sorted(unknown)}")
-        if missing := REQUIRED - set(c):
-            raise LedgerError(f"{where}: missing field(s) {sorted(missing)}")
-        if c["direction"] not in OPS:
-            raise LedgerError(f"{where}: direction must be one of {list(OPS)}")
-        timing = c.get("timing", False)
-        if not (isinstance(timing, bool) or (isinstance(timing, list) and timing
-                                             and all(isinstance(t, str) for t in timing))):
-            raise LedgerError(f"{where}: timing must be true, false or a list of the comparison's input names")
-        if c["id"] in seen:
-            raise LedgerError(f"{where}: duplicate id")
-        seen.add(c["id"])
-        for cond in [c.get("metric")] + list(c.get("also") or []):
-            if cond is not None and not {"experiment", "key"} <= set(cond):
-                raise LedgerError(f"{where}: metric conditions need 'experiment' and 'key'")
+    """Every claim of the ledger: the claims files of a folder (config/claims/<paper>.yaml), or one
+    file, validated as one ledger (ids unique across files)."""
+    claims, seen = [], {}
+    for file in _ledger_files(path):
+        try:
+            data = yaml.safe_load(file.read_text())
+        except yaml.YAMLError as exc:
+            raise LedgerError(f"{file}: not valid YAML: {exc}") from None
+        entries = data.get("claims") if isinstance(data, dict) else None
+        if not isinstance(entries, list):
+            raise LedgerError(f"{file}: expected a top-level 'claims:' list")
+        for i, c in enumerate(entries):
+            where = f"{file}: claim #{i + 1} ({c.get('id', '?')})"
+            if unknown := set(c) - CLAIM_FIELDS:
+                raise LedgerError(f"{where}: unknown field(s) {sorted(unknown)}")
+            if missing := REQUIRED - set(c):
+                raise LedgerError(f"{where}: missing field(s) {sorted(missing)}")
+            if c["direction"] not in OPS:
+                raise LedgerError(f"{where}: direction must be one of {list(OPS)}")
+            timing = c.get("timing", False)
+            if not (isinstance(timing, bool) or (isinstance(timing, list) and timing
+                                                 and all(isinstance(t, str) for t in timing))):
+                raise LedgerError(f"{where}: timing must be true, false or a list of the comparison's input names")
+            if c["id"] in seen:
+                raise LedgerError(f"{where}: duplicate id (also in {seen[c['id']]})")
+            seen[c["id"]] = file
+            for cond in [c.get("metric")] + list(c.get("also") or []):
+                if cond is not None and not {"experiment", "key"} <= set(cond):
+                    raise LedgerError(f"{where}: metric conditions need 'experiment' and 'key'")
+            if "needs" in c and not NEEDS.match(str(c["needs"])):
+                raise LedgerError(f"{where}: needs must be cpu, gpu or gpu<N>, got {c['needs']!r}")
+            if c.get("metric") and "needs" in c:
+                raise LedgerError(f"{where}: needs follows from the experiments' gpus; state it only for a "
+                                  "pending claim (no metric)")
+            claims.append(c)
     return claims
+
+
+def gpus_needed(experiment: str, root: Path | None = None, _seen: frozenset = frozenset()) -> int:
+    """The GPUs a paper-scale run of ``experiment`` needs, counting what it reads: the most of its own
+    ``gpus``, those of the experiments whose records it declares as inputs and those of a sweep's
+    points (a CPU comparison of GPU records needs the GPU that made them)."""
+    if experiment in _seen:
+        return 0
+    seen = _seen | {experiment}
+    names = set(layout.experiment_names(root))
+    reads = {str(Path(p).parent) for p in layout.inputs(experiment, root).values() if Path(p).name == records.RECORD_NAME}
+    if sweep.is_sweep(experiment, root):
+        reads |= {p.experiment for p in sweep.points(experiment, "paper", root)}
+    return max([layout.gpus(experiment, root), *(gpus_needed(e, root, seen) for e in reads if e in names)])
+
+
+def needs_of(claim: dict, root: Path | None = None) -> str:
+    """cpu, gpu or gpu<N>: what the claim's paper-scale run needs (stated only by a pending claim)."""
+    if "needs" in claim or not claim.get("metric"):
+        return str(claim.get("needs", ""))
+    n = max(gpus_needed(c["experiment"], root) for c in [claim["metric"], *(claim.get("also") or [])]
+            if layout.experiment_path(c["experiment"], root).is_file())
+    return "cpu" if n == 0 else "gpu" if n == 1 else f"gpu{n}"
 
 
 def _value(record: dict, key: str, claim_id: str) -> float:
@@ -91,16 +134,17 @@ def _fmt(x) -> str:
     return str(x)
 
 
-def evaluate(claim: dict, results: Path, reference_root: Path, experiments: Path = Path("config/experiment")) -> dict:
+def evaluate(claim: dict, results: Path, reference_root: Path, config_root: Path | None = None) -> dict:
     row = {k: "" for k in COLUMNS}
     row.update(claim_id=claim["id"], paper=claim["paper"], statement=claim["statement"],
                paper_value=_fmt(claim["paper_value"]), unit=claim["unit"],
                target="" if claim["target"] is None else f"{claim['direction']} {_fmt(claim['target'])}")
     note = claim.get("note", "")
     metric = claim.get("metric")
-    if metric is None or not (Path(experiments) / f"{metric['experiment']}.yaml").exists():
-        row.update(verdict="pending", source="not implemented yet")
+    if metric is None or not layout.experiment_path(metric["experiment"], config_root).is_file():
+        row.update(verdict="pending", source="not implemented yet", needs=str(claim.get("needs", "")))
         return {**row, "note": note}
+    row["needs"] = needs_of(claim, config_root)
     conds = [{**metric, "target": claim["target"], "direction": claim["direction"]}] + list(claim.get("also") or [])
     local = {c["experiment"]: _record(results, c["experiment"]) for c in conds}
     here = all(r is not None and r["status"] == "ok" and r["scale"] == "paper" for r in local.values())
@@ -172,52 +216,8 @@ def shared_gpu(recs, timed_inputs: list[str] | None = None) -> str:
             " neighbours; their times are shared-GPU times") if shared else ""
 
 
-def _code_paths(record: dict) -> list[str]:
-    """For a record without ``provenance.code``: the files its experiment's entry module imports
-    (transitively, figures and bookkeeping aside) and its experiment file; its paper's folder where
-    the experiment file is gone."""
-    experiment = f"{record['paper']}/{record['experiment']}"
-    code = provenance.experiment_code(experiment)
-    if code is None:
-        return [f"src/repro/{record['paper']}", f":(exclude)src/repro/{record['paper']}/figures.py"]
-    return [*code, f"config/experiment/{experiment}.yaml"]
-
-
-def _changed_code(record: dict) -> str:
-    """'<commit>: <files>' of the code that made the record, changed since it ran ("" when none did or
-    git cannot tell). A record that lists its code (``provenance.code``: every module it ran, kernel
-    source and its experiment file, by digest) is checked file by file, comments, formatting and
-    docstrings aside; an older one by the files its entry module imports and its experiment file
-    (_code_paths), changed since its commit, comment-only lines aside."""
-    prov = record.get("provenance", {})
-    commit = prov.get("commit", "")
-    if prov.get("code"):
-        changed = provenance.changed_code(prov["code"])
-    else:
-        changed = provenance.changed_since(commit, _code_paths(record))
-    if not changed:
-        return ""
-    shown = ", ".join("/".join(Path(c).parts[-2:]) for c in changed[:4])  # comet/hooks.py, train/hooks.py
-    shown += f" and {len(changed) - 4} more" if len(changed) > 4 else ""
-    return f"{commit[:7]}: {shown}"
-
-
-def stale_code(record: dict, results: Path | None = None) -> str:
-    """For a reference record: what of the code that made it changed since it ran, and, for a CPU step
-    (a comparison) whose inputs are records below ``results``, since each input ran; so that the
-    report says the committed value predates the code that would make it now ("" when nothing did)."""
-    notes = []
-    if own := _changed_code(record):
-        notes.append(f"its code changed since that run ({own})")
-    inputs = [] if results is None else input_records(record, results) or []
-    stale = [f"{r['experiment']} ({c})" for r in inputs if (c := _changed_code(r))]
-    if stale:
-        notes.append("the code of its inputs changed since they ran: " + "; ".join(stale))
-    return ", and ".join(notes) + ": a rerun may change it" if notes else ""
-
-
-def build(ledger: Path, results: Path, reference_root: Path, experiments: Path = Path("config/experiment")) -> pd.DataFrame:
-    rows = [evaluate(c, results, reference_root, experiments) for c in load_ledger(ledger)]
+def build(ledger: Path, results: Path, reference_root: Path, config_root: Path | None = None) -> pd.DataFrame:
+    rows = [evaluate(c, results, reference_root, config_root) for c in load_ledger(ledger)]
     return pd.DataFrame(rows, columns=COLUMNS + ["note"])
 
 
@@ -236,7 +236,7 @@ def write(df: pd.DataFrame, out: Path, figures: list[Path]) -> None:
     summary = ", ".join(f"{n} {v}" for v, n in counts.items())
     md = ["# Claims report", "", f"{len(df)} claims: {summary}.", "", to_markdown(df), "", "## Notes", ""]
     md += [f"- **{r.claim_id}**: {r.note}" for r in df.itertuples() if r.note]
-    md += ["", "## Figures", ""] + [f"![{f.stem}](../figures/{f.name})" for f in figures]
+    md += ["", "## Figures", ""] + [f"![{f.stem}](../figures/{f.parent.name}/{f.name})" for f in figures]
     atomic_write_text(out / "report.md", "\n".join(md) + "\n")
     colors = {"reproduced": "#d4edda", "not-reproduced": "#f8d7da", "not-run-here": "#fff3cd",
               "model": "#d1ecf1", "pending": "#e2e3e5"}
@@ -260,20 +260,22 @@ cannot run it; measured = committed reference value), model (simulator), pending
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ledger", type=Path, default=Path("config/claims.yaml"))
+    ap.add_argument("--ledger", type=Path, default=Path("config/claims"),
+                    help="the claims files' folder (config/claims/<paper>.yaml), or one claims file")
     ap.add_argument("--results", type=Path, default=Path("results"))
     ap.add_argument("--reference", type=Path, default=Path("results/reference"))
-    ap.add_argument("--experiments", type=Path, default=Path("config/experiment"),
-                    help="experiment configs; a claim whose experiment has none is pending")
+    ap.add_argument("--config", type=Path, default=None,
+                    help="config folder holding experiment/ (default: the repository's); a claim whose "
+                         "experiment has no file there is pending")
     ap.add_argument("--figures", type=Path, nargs="*", default=None, help="figure PNGs to embed")
     ap.add_argument("--out", type=Path, default=Path("results/claims"))
     args = ap.parse_args(argv)
     try:
-        df = build(args.ledger, args.results, args.reference, args.experiments)
-    except (LedgerError, records.RecordError) as exc:
+        df = build(args.ledger, args.results, args.reference, args.config)
+    except (LedgerError, layout.LayoutError, records.RecordError) as exc:
         print(f"repro.claims: error: {exc}", file=sys.stderr)
         return 2
-    figures = args.figures if args.figures is not None else sorted((args.results / "figures").glob("*.png"))
+    figures = args.figures if args.figures is not None else sorted((args.results / "figures").glob("*/*.png"))
     write(df, args.out, figures)
     print(df.verdict.value_counts().to_string())
     return 0

@@ -91,17 +91,6 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def resolve_device(requested: str) -> str:
-    """'auto' -> 'cuda' when a GPU is present, else 'cpu'; 'cuda' without a GPU raises NeedsGPU."""
-    if requested == "auto":
-        return "cuda" if cuda_available() else "cpu"
-    if requested == "cuda" and not cuda_available():
-        raise NeedsGPU("device=cuda was requested but no CUDA GPU is visible")
-    if requested not in ("cuda", "cpu"):
-        raise ValueError(f"device must be auto, cuda or cpu, got {requested!r}")
-    return requested
-
-
 def load_entry(entry: str) -> ExperimentSpec:
     """Import ``'package.module:function'`` and check it is an experiment."""
     import importlib

@@ -56,6 +56,26 @@ def run_subtitle(record: dict, *extra_tags: str) -> str:
     return ", ".join(p for p in parts if p)
 
 
+def open_run(run_dir) -> tuple[Path, dict]:
+    """The opening every figure function shares: its run folder as a Path, and the record there
+    (run_record: {} when absent)."""
+    run_dir = Path(run_dir)
+    return run_dir, run_record(run_dir)
+
+
+def finish(fig, title: str, record: dict, *tags: str, fontsize: int = 10, below: str = "", footnote: str = ""):
+    """The closing every figure function shares: ``title`` over the run's subtitle line (machine,
+    scale, mode, data source and the record's ``tags`` named; run_subtitle), an optional line
+    ``below`` it and a ``footnote`` at the bottom left, then a tight layout. Returns the figure."""
+    fig.suptitle("\n".join(filter(None, [title, run_subtitle(record, *tags), below])), fontsize=fontsize)
+    if footnote:
+        fig.text(0.01, 0.01, footnote, fontsize=7, va="bottom")
+        fig.tight_layout(rect=(0, 0.04 * (footnote.count("\n") + 1), 1, 1))
+    else:
+        fig.tight_layout()
+    return fig
+
+
 def _placeholder(text: str):
     fig, ax = plt.subplots(figsize=(6, 2))
     ax.axis("off")

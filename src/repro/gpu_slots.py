@@ -1,6 +1,7 @@
-"""One GPU per job on a machine with several: Snakemake's ``--resources gpu=N`` caps how many GPU
-jobs run at once, and each job claims the first free GPU here (an exclusive ``flock`` on
-``<lock_dir>/gpu<i>.lock``, held until the process exits) and makes it its only visible device.
+"""GPUs of their own for jobs on a machine with several: Snakemake's ``--resources gpu=N`` caps how
+many GPUs running jobs use at once, and each job claims as many free GPUs as its experiment uses
+(an exclusive ``flock`` on ``<lock_dir>/gpu<i>.lock`` each, held until the process exits) and makes
+them its only visible devices.
 
 Nothing happens where a scheduler or the user already chose (``CUDA_VISIBLE_DEVICES`` is set, as
 SLURM does) or where the machine has at most one GPU. Kept free of torch: the claim must come
@@ -25,17 +26,30 @@ def default_lock_dir() -> Path:
     return Path(os.environ.get("REPRO_GPU_LOCKS", "results/.gpu-slots"))
 
 
-def claim_gpu(lock_dir: Path | None = None, poll_s: float = 2.0, count: int | None = None) -> int | None:
-    """Claim a free GPU (waiting for one if all are taken); returns its index, or None if no claim was needed."""
+def visible_gpus() -> int:
+    """The GPUs this process may use: those CUDA_VISIBLE_DEVICES lists where it is set (as SLURM
+    sets it), else every GPU nvidia-smi lists."""
+    if "CUDA_VISIBLE_DEVICES" in os.environ:
+        return len([d for d in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()])
+    return gpu_count()
+
+
+def claim_gpus(want: int = 1, lock_dir: Path | None = None, poll_s: float = 2.0,
+               count: int | None = None) -> list[int] | None:
+    """Claim ``want`` free GPUs (waiting while fewer are free) and make them the visible devices;
+    returns their indices, or None if no claim was needed (CUDA_VISIBLE_DEVICES already set, or the
+    machine has no more GPUs than asked for). Locks are taken all at once or not at all, so two jobs
+    waiting for two GPUs each cannot each hold one forever."""
     if "CUDA_VISIBLE_DEVICES" in os.environ:
         return None
     lock_dir = lock_dir or default_lock_dir()
     n = gpu_count() if count is None else count
-    if n <= 1:
+    if n <= want:
         return None
     lock_dir.mkdir(parents=True, exist_ok=True)
     waited = False
     while True:
+        got = []
         for i in range(n):
             fh = open(lock_dir / f"gpu{i}.lock", "w")
             try:
@@ -43,12 +57,16 @@ def claim_gpu(lock_dir: Path | None = None, poll_s: float = 2.0, count: int | No
             except BlockingIOError:
                 fh.close()
                 continue
-            _held.append(fh)
-            os.environ["CUDA_VISIBLE_DEVICES"] = str(i)
-            log.info("claimed GPU %d of %d", i, n)
-            return i
+            got.append((i, fh))
+            if len(got) == want:
+                _held.extend(fh for _, fh in got)
+                os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i, _ in got)
+                log.info("claimed GPU(s) %s of %d", os.environ["CUDA_VISIBLE_DEVICES"], n)
+                return [i for i, _ in got]
+        for _, fh in got:  # fewer free than wanted: give them back and wait
+            fh.close()
         if not waited:
-            log.info("all %d GPUs busy; waiting for one", n)
+            log.info("fewer than %d of %d GPUs free; waiting", want, n)
             waited = True
         time.sleep(poll_s)
 
@@ -60,13 +78,14 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m repro.gpu_slots", description=main.__doc__)
     parser.add_argument("--locks", type=Path, default=default_lock_dir())
+    parser.add_argument("--gpus", type=int, default=1, help="how many GPUs the command needs (default 1)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("give a command after --")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    claim_gpu(args.locks)
+    claim_gpus(args.gpus, args.locks)
     return subprocess.run(command).returncode  # the lock is held until the command ends
 
 

@@ -19,8 +19,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from repro import records
-from repro.provenance import gpu_slug
+from repro import layout, provenance, records
+from repro.machine import gpu_slug
 
 DEFAULT_ORDER = ("nvidia-h200",)
 
@@ -109,9 +109,9 @@ def publish(results: Path, reference_root: Path, gpu: str, only: list[str] | Non
         if log.exists():
             (dest_root / "logs" / log.parent.relative_to(results / "logs")).mkdir(parents=True, exist_ok=True)
             shutil.copy2(log, dest_root / "logs" / f"{rel}.log")
-        for fig in (results / "figures").glob(f"{rec['experiment']}.*") if rel == key else []:
-            (dest_root / "figures").mkdir(parents=True, exist_ok=True)
-            shutil.copy2(fig, dest_root / "figures" / fig.name)
+        for fig in (results / "figures" / rec["paper"]).glob(f"{rec['experiment']}.*") if rel == key else []:
+            (dest_root / "figures" / rec["paper"]).mkdir(parents=True, exist_ok=True)
+            shutil.copy2(fig, dest_root / "figures" / rec["paper"] / fig.name)
         published.append(rel)
     if published and (results / "claims" / "claims.csv").exists():
         shutil.copytree(results / "claims", dest_root / "claims", dirs_exist_ok=True)
@@ -122,8 +122,6 @@ def status(reference_root: Path, gpu: str) -> list[dict]:
     """Every published record of ``gpu`` (sweep points too) with what a maintainer planning GPU time
     needs: its commit and date, whether it shared the GPU or was resumed, and what of the code that
     made it (or of its inputs') changed since it ran (the claims report's stale-code note)."""
-    from repro.claims import stale_code
-
     root = Path(reference_root) / gpu
     rows = []
     for path in sorted(root.rglob(records.RECORD_NAME)):
@@ -135,6 +133,50 @@ def status(reference_root: Path, gpu: str) -> list[dict]:
                          resumed=(rec.get("tags") or {}).get("resumed", "none") != "none",
                          stale=stale_code(rec, root)))
     return rows
+
+
+def _code_paths(record: dict) -> list[str]:
+    """For a record without ``provenance.code``: the files its experiment's entry module imports
+    (transitively, figures and bookkeeping aside) and its experiment file; its paper's folder where
+    the experiment file is gone."""
+    experiment = f"{record['paper']}/{record['experiment']}"
+    code = provenance.experiment_code(experiment)
+    if code is None:
+        return [f"src/repro/{record['paper']}", f":(exclude)src/repro/{record['paper']}/figures.py"]
+    return [*code, *(provenance.repo_path(p) for p in layout.experiment_files(experiment))]
+
+
+def _changed_code(record: dict) -> str:
+    """'<commit>: <files>' of the code that made the record, changed since it ran ("" when none did or
+    git cannot tell). A record that lists its code (``provenance.code``: every module it ran, kernel
+    source and its experiment file, by digest) is checked file by file, comments, formatting and
+    docstrings aside; an older one by the files its entry module imports and its experiment files
+    (_code_paths), changed since its commit, comment-only lines aside."""
+    prov = record.get("provenance", {})
+    commit = prov.get("commit", "")
+    if prov.get("code"):
+        changed = provenance.changed_code(prov["code"])
+    else:
+        changed = provenance.changed_since(commit, _code_paths(record))
+    if not changed:
+        return ""
+    shown = ", ".join("/".join(Path(c).parts[-2:]) for c in changed[:4])  # comet/hooks.py, train/hooks.py
+    shown += f" and {len(changed) - 4} more" if len(changed) > 4 else ""
+    return f"{commit[:7]}: {shown}"
+
+
+def stale_code(record: dict, results: Path | None = None) -> str:
+    """For a reference record: what of the code that made it changed since it ran, and, for a CPU step
+    (a comparison) whose inputs are records below ``results``, since each input ran; so that the
+    report says the committed value predates the code that would make it now ("" when nothing did)."""
+    notes = []
+    if own := _changed_code(record):
+        notes.append(f"its code changed since that run ({own})")
+    inputs = [] if results is None else input_records(record, results) or []
+    stale = [f"{r['experiment']} ({c})" for r in inputs if (c := _changed_code(r))]
+    if stale:
+        notes.append("the code of its inputs changed since they ran: " + "; ".join(stale))
+    return ", and ".join(notes) + ": a rerun may change it" if notes else ""
 
 
 def main(argv: list[str] | None = None) -> int:

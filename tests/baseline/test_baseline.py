@@ -7,13 +7,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from repro.baseline import figures
 from repro.train.arm import TrainParams
 from repro.baseline.experiment import BenchParams, train_cifar, trainer_bench
 from repro.data.arrays import DataError
-from conftest import prepared_splits
+from conftest import prepared_splits, experiment_cfg
 from repro.experiment import Context, load_entry
 
 CONFIGS = Path(__file__).resolve().parents[2] / "config" / "experiment" / "baseline"
@@ -63,7 +62,7 @@ def test_trainer_bench_smoke(tmp_path, prepared, capsys):
 def test_configs_validate_at_both_scales(name):
     from repro.run import experiment_params
 
-    cfg = OmegaConf.load(CONFIGS / f"{name}.yaml")
+    cfg = experiment_cfg(f"baseline/{name}")
     assert cfg.paper == "baseline" and cfg.name == name
     spec = load_entry(cfg.entry)
     paper, smoke = experiment_params(spec, cfg, "paper"), experiment_params(spec, cfg, "smoke")

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from repro import records
 from repro.clicktrain import figures
@@ -15,7 +14,7 @@ from repro.clicktrain.experiment import (ADMMParams, ClickTrainParams, ComparePa
                                          Sparse24Params, admm, clicktrain, compare, load_pruned, phase_epochs,
                                          prunetrain, sparse24)
 from repro.data.arrays import read_split
-from conftest import prepared_splits
+from conftest import prepared_splits, experiment_cfg
 from repro.experiment import Context, load_entry
 
 CONFIGS = Path(__file__).resolve().parents[2] / "config" / "experiment" / "clicktrain"
@@ -133,7 +132,7 @@ def test_arm_figures_render(runs, name, tmp_path):
 def test_configs_validate_at_both_scales(name):
     from repro.run import experiment_params
 
-    cfg = OmegaConf.load(CONFIGS / f"{name}.yaml")
+    cfg = experiment_cfg(f"clicktrain/{name}")
     assert cfg.paper == "clicktrain" and cfg.name == name
     spec = load_entry(cfg.entry)
     paper, smoke = experiment_params(spec, cfg, "paper"), experiment_params(spec, cfg, "smoke")

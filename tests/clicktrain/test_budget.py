@@ -8,21 +8,24 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from repro import records
+from repro import layout, records, sweep
 from repro.clicktrain import figures
 from repro.clicktrain.budget import budget, converged_budgets
-from repro.clicktrain.sweep import (BudgetParams, hydra_overrides, is_configured_run, point_params, point_record,
-                                    points, read_config, sweep_records)
+from repro.clicktrain.sweep import BudgetParams, as_params, budget_points, point_params
 from repro.experiment import Context, load_entry
 from repro.run import experiment_params
 
 from conftest import REPO
 
-CONFIG = REPO / "config" / "experiment" / "clicktrain" / "clicktrain_budget.yaml"
+SWEEP = "clicktrain/clicktrain_budget"
+
+
+def read_config(scale: str) -> BudgetParams:
+    return as_params(sweep.params_at(layout.experiment_file(SWEEP), scale))
 
 
 def test_config_at_both_scales():
-    paper, smoke = read_config(CONFIG, "paper"), read_config(CONFIG, "smoke")
+    paper, smoke = read_config("paper"), read_config("smoke")
     assert paper.budgets == [10, 20, 40, 80] and smoke.budgets == [3, 4]
     assert set(paper.arms) == {"dense", "clicktrain", "admm", "prunetrain", "sparse24"} and paper.arms == smoke.arms
     assert paper.tolerance == 0.3
@@ -43,31 +46,30 @@ def test_point_params_scale_admm_phases():
 
 @pytest.mark.parametrize("scale", ["paper", "smoke"])
 def test_sweep_reuses_only_the_configured_runs(scale):
-    p = read_config(CONFIG, scale)
-    paths = sweep_records(p, REPO / "config", scale)
+    p = read_config(scale)
+    paths = list(sweep.needed_records(SWEEP, scale).values())
     assert len(paths) == len(p.arms) * (len(p.budgets) + len(p.repeat_budgets) * len(p.repeat_seeds))
     configured = sorted(path for path in paths if "clicktrain_budget" not in path)
     repeats = [path for path in paths if "_s" in Path(path).parent.name]
     assert len(repeats) == len(set(repeats)) == len(p.arms) * len(p.repeat_budgets) * len(p.repeat_seeds)
-    assert point_record("admm", p.repeat_budgets[0], p.repeat_seeds[0]) in repeats  # a repeat never reuses the configured run
+    seed = p.repeat_seeds[0]  # a repeat never reuses the configured run
+    assert f"results/{SWEEP}/admm_e{p.repeat_budgets[0]}_s{seed}/record.json" in repeats
     if scale == "paper":  # every arm's configured run is its 40-epoch point
         assert configured == sorted(f"results/{e}/record.json" for e in p.arms.values())
     else:  # only ClickTrain's smoke run (3 epochs) is a point of (3, 4)
         assert configured == ["results/clicktrain/clicktrain/record.json"]
-    assert point_record("admm", 10) in sweep_records(read_config(CONFIG, "paper"), REPO / "config", "paper")
+    assert f"results/{SWEEP}/admm_e10/record.json" in sweep.needed_records(SWEEP, "paper").values()
 
 
 @pytest.mark.parametrize("scale", ["paper", "smoke"])
 @pytest.mark.parametrize("arm", ["admm", "dense", "clicktrain"])
 def test_overrides_reach_the_validated_params(compose, scale, arm):
     """What the rule puts on the command line is what the arm runs with, at either scale (at smoke,
-    the smoke section would otherwise overrule params)."""
-    p = read_config(CONFIG, scale)
-    point = point_params(p, arm, 4)
-    overrides = hydra_overrides(point, scale).split()
-    cfg = compose([f"experiment={p.arms[arm]}", f"scale={scale}", *overrides])
+    the smoke section would otherwise overrule params), a repeat's seed included."""
+    point = next(q for q in sweep.points(SWEEP, scale) if q.labels["arm"] == arm and q.seed is not None)
+    cfg = compose([f"experiment={point.experiment}", f"scale={scale}", *sweep.hydra_overrides(point, scale).split()])
     params = experiment_params(load_entry(cfg.experiment.entry), cfg.experiment, scale)
-    assert is_configured_run(point, vars(params))
+    assert sweep.is_configured_run(point.params, vars(params)) and cfg.seed == point.seed
 
 
 def _record(d: Path, experiment: str, params: dict, metrics: dict) -> Path:
@@ -81,11 +83,19 @@ TOP1 = {  # arm -> top-1 at budgets 10, 20, 40: dense and admm still improving, 
     "prunetrain": [86.0, 88.4, 88.3], "sparse24": [85.0, 87.9, 87.96]}
 
 
+def point_inputs(p: BudgetParams, root: Path) -> dict[str, Path]:
+    """What the runner hands the sweep: every point's record path, the 40-epoch first runs being the
+    arms' configured runs (as at paper scale), the rest in the sweep's folder (``root / "sweep"``)."""
+    return {q.name: root / q.labels["arm"] / "record.json" if q.labels["budget"] == 40 and q.seed is None
+            else root / "sweep" / q.name / "record.json" for q in budget_points(p)}
+
+
 @pytest.fixture
 def sweep_inputs(tmp_path) -> dict[str, Path]:
-    """Configured runs at 40 epochs (as at paper scale), sweep points at 10 and 20."""
+    """Configured runs at 40 epochs (as at paper scale), sweep points at 10 and 20 (and the sweep's
+    folder under "sweep", where the tests write more points)."""
     p = BudgetParams()
-    inputs = {"sweep": tmp_path / "sweep"}
+    inputs = {"sweep": tmp_path / "sweep", **point_inputs(p, tmp_path)}
     for arm, top1 in TOP1.items():
         for epochs, value in zip(p.budgets, top1):
             point = point_params(p, arm, epochs)
@@ -94,10 +104,7 @@ def sweep_inputs(tmp_path) -> dict[str, Path]:
                 metrics.update(total_train_s=1.5 * epochs)
             else:
                 metrics.update(e2e_s=1.6 * sum(point.values()), compression=8.9 if arm in ("clicktrain", "admm") else 1.5)
-            if epochs == 40:
-                inputs[arm] = _record(tmp_path / arm, arm, point, metrics)
-            else:
-                _record(tmp_path / "sweep" / f"{arm}_e{epochs}", arm, point, metrics)
+            _record(inputs[f"{arm}_e{epochs}"].parent, arm, point, metrics)
     return inputs
 
 
@@ -131,13 +138,14 @@ def test_budget_refuses_a_stale_point(sweep_inputs, tmp_path):
 
 
 def test_budget_names_a_missing_input(sweep_inputs, tmp_path):
-    del sweep_inputs["dense"]
-    with pytest.raises(records.RecordError, match="inputs.dense is missing"):
+    del sweep_inputs["dense_e40"]
+    with pytest.raises(records.RecordError, match="inputs.dense_e40 is missing"):
         budget(BudgetParams(), Context(out_dir=tmp_path / "out", inputs=sweep_inputs))
 
 
 def test_partial_collection_lists_missing_points(sweep_inputs, tmp_path):
     p = BudgetParams(budgets=[10, 20, 40, 80])
+    sweep_inputs.update(point_inputs(p, tmp_path))
     _record(sweep_inputs["sweep"] / "dense_e80", "dense", {"epochs": 80},
             dict(final_top1=88.5, best_top1=88.6, epochs=80, total_train_s=120.0))
     with pytest.raises(records.RecordError, match="clicktrain_e80.*no run record here"):
@@ -150,9 +158,8 @@ def test_partial_collection_lists_missing_points(sweep_inputs, tmp_path):
     assert table.loc["dense", "largest_budget"] == 80 and table.loc["dense", "shortest_budget"] == 40
     assert table.loc["dense", "converged"] and table.loc["admm", "largest_budget"] == 40
     assert result.tables["vs_admm"].budget.tolist() == [10, 20, 40]  # ADMM has no 80-epoch point
-    del sweep_inputs["admm"]  # a missing configured run is still an error
-    with pytest.raises(records.RecordError, match="inputs.admm is missing"):
-        budget(p, Context(out_dir=tmp_path / "out", inputs=sweep_inputs))
+    (tmp_path / "admm" / "record.json").unlink()  # a configured run not made yet is a missing point too
+    assert "admm_e40" in budget(p, Context(out_dir=tmp_path / "out", inputs=sweep_inputs)).tags["missing"]
 
 
 def test_converged_budgets_with_one_budget():
@@ -161,16 +168,15 @@ def test_converged_budgets_with_one_budget():
     assert row.shortest_budget == 3 and not row.converged  # one point: convergence not shown
 
 
-def test_config_refuses_repeats_of_an_unswept_budget(tmp_path):
-    bad = tmp_path / "budget.yaml"
-    bad.write_text(CONFIG.read_text().replace("repeat_budgets: [40]", "repeat_budgets: [30]"))
+def test_config_refuses_repeats_of_an_unswept_budget():
     with pytest.raises(ValueError, match=r"repeat_budgets \[30\] are not in budgets"):
-        read_config(bad, "paper")
+        as_params({"budgets": [10, 40], "repeat_budgets": [30], "repeat_seeds": [1]})
 
 
 def test_points_list_first_runs_then_repeats():
     p = BudgetParams(arms={"dense": "baseline/resnet32"}, budgets=[20, 10], repeat_budgets=[20], repeat_seeds=[1, 2])
-    assert points(p) == [("dense", 10, None), ("dense", 20, None), ("dense", 20, 1), ("dense", 20, 2)]
+    assert [(q.name, q.seed) for q in budget_points(p)] == [("dense_e10", None), ("dense_e20", None),
+                                                            ("dense_e20_s1", 1), ("dense_e20_s2", 2)]
 
 
 def _add_repeats(inputs: dict, seeds_top1: dict[str, list[float]], epochs: int = 20, seed_field: bool = True):
@@ -182,6 +188,7 @@ def _add_repeats(inputs: dict, seeds_top1: dict[str, list[float]], epochs: int =
             metrics = dict(final_top1=value, best_top1=value, epochs=sum(point.values()), e2e_s=2.0 * sum(point.values()),
                            total_train_s=2.0 * epochs, compression=1.0)
             path = _record(inputs["sweep"] / f"{arm}_e{epochs}_s{seed}", arm, point, metrics)
+            inputs[f"{arm}_e{epochs}_s{seed}"] = path
             if seed_field:
                 rec = records.read(path)
                 rec.update(seed=seed)

@@ -8,14 +8,16 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from omegaconf import OmegaConf
 
-from conftest import prepared_splits
+from conftest import prepared_splits, experiment_cfg
 from repro import records
 from repro.comet import figures
-from repro.comet.experiment import (ArmParams, BenchParams, CompareParams, MaxBatchParams, StepBenchParams, SZ3Params,
-                                    compare, compressor_bench, largest_batch, max_batch, step_bench, sz3_reference,
-                                    train_arm)
+from repro.comet.arms import ArmParams, train_arm
+from repro.comet.compare import CompareParams, compare
+from repro.comet.compressor_bench import BenchParams, compressor_bench
+from repro.comet.max_batch import MaxBatchParams, largest_batch, max_batch
+from repro.comet.step_bench import StepBenchParams, step_bench
+from repro.comet.sz3_reference import SZ3Params, sz3_reference
 from repro.experiment import Context, load_entry
 
 CONFIGS = Path(__file__).resolve().parents[2] / "config" / "experiment" / "comet"
@@ -156,7 +158,7 @@ def test_bad_method_is_rejected(prepared, tmp_path):
 def test_configs_validate_at_both_scales(path):
     from repro.run import experiment_params
 
-    cfg = OmegaConf.load(path)
+    cfg = experiment_cfg(f"comet/{path.stem}")
     assert cfg.paper == "comet" and cfg.name == path.stem
     spec = load_entry(cfg.entry)
     paper, smoke = experiment_params(spec, cfg, "paper"), experiment_params(spec, cfg, "smoke")
@@ -171,7 +173,8 @@ def test_configs_validate_at_both_scales(path):
 
 def test_arm_configs_share_one_schedule():
     keys = ("epochs", "batch_size", "lr", "schedule", "weight_decay", "model", "channels_last")
-    cfgs = [OmegaConf.load(p).params for p in sorted(CONFIGS.glob("comet_*.yaml")) if "method" in OmegaConf.load(p).params]
+    cfgs = [c.params for c in (experiment_cfg(f"comet/{p.stem}") for p in sorted(CONFIGS.glob("comet_*.yaml")))
+            if "method" in c.params]
     assert len(cfgs) == 4
     assert pd.DataFrame([{k: c[k] for k in keys} for c in cfgs]).nunique().max() == 1
 

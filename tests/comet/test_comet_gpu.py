@@ -178,7 +178,7 @@ def test_eb_zero_hooks_give_identical_gradients_on_gpu(kernels_dir):
 
 
 def test_compressor_bench_smoke_on_gpu(kernels_dir, tmp_path):
-    from repro.comet.experiment import BenchParams, compressor_bench
+    from repro.comet.compressor_bench import BenchParams, compressor_bench
     from repro.experiment import Context
 
     result = compressor_bench(BenchParams(size_mib=64, ebs=[0.05], repeats=3, check_mib=8),

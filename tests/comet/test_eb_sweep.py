@@ -11,28 +11,35 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from repro import records
+from repro import layout, records, sweep
 from repro.comet import figures
 from repro.comet.eb_sweep import eb_sweep
-from repro.comet.experiment import ArmParams, CompareParams, compare
-from repro.comet.sweep import (EbSweepParams, SweptArm, hydra_overrides, point_dir, point_name, point_params,
-                               points, read_config, sweep_records, value_tag)
+from repro.comet.arms import ArmParams
+from repro.comet.compare import CompareParams, compare
+from repro.comet.sweep import EbSweepParams, SweptArm, arm_points, as_params, point_name, point_params, value_tag
 from repro.experiment import Context, load_entry
 from repro.run import experiment_params
-from repro.sweep_points import is_configured_run
 
-CONFIG = REPO / "config" / "experiment" / "comet" / "comet_eb_sweep.yaml"
+SWEEP = "comet/comet_eb_sweep"
+
+
+def read_config(scale: str) -> EbSweepParams:
+    return as_params(sweep.params_at(layout.experiment_file(SWEEP), scale))
+
+
+def points(p: EbSweepParams) -> dict:
+    """name -> (arm, parameters), as the tests read them."""
+    return {q.name: (q.labels["arm"], q.params) for q in arm_points(p)}
 
 
 def test_value_tags_are_folder_safe():
     assert [value_tag(v) for v in (0.05, 0.1, 1.0, 3, 1e-5, 2e6, -0.5)] == ["0p05", "0p1", "1", "3", "1em05", "2e06",
                                                                            "m0p5"]
     assert point_name("fixed_eb", "eb", 0.2) == "fixed_eb_eb0p2"
-    assert point_dir("fixed_eb_eb0p2") == "results/comet/comet_eb_sweep/fixed_eb_eb0p2"
 
 
 def test_config_at_both_scales():
-    paper, smoke = read_config(CONFIG, "paper"), read_config(CONFIG, "smoke")
+    paper, smoke = read_config("paper"), read_config("smoke")
     assert paper.arms["adaptive_eb"].values == [0.1, 0.3, 1.0, 3.0]
     assert paper.arms["fixed_eb"].values == [0.05, 0.2, 0.5, 1.0]
     assert smoke.arms["adaptive_eb"].values == [0.1, 3.0] and smoke.arms["fixed_eb"].values == [0.05, 0.5]
@@ -63,10 +70,10 @@ def test_points_scale_their_companions():
 @pytest.mark.parametrize("scale", ["paper", "smoke"])
 def test_only_the_configured_runs_are_read_not_rerun(scale):
     """At either scale the 0.1 / 0.05 points are the arms' own runs; every other point has its folder."""
-    needed = sweep_records(read_config(CONFIG, scale), REPO / "config", scale)
-    own = [path for path in needed if path.startswith(point_dir(""))]
+    needed = list(sweep.needed_records(SWEEP, scale).values())
+    own = [path for path in needed if path.startswith(f"results/{SWEEP}/")]
     assert sorted(set(needed) - set(own)) == [f"results/comet/comet_{arm}/record.json" for arm in ("adaptive_eb", "fixed_eb")]
-    assert len(own) == (6 if scale == "paper" else 2) and f"{point_dir('fixed_eb_eb0p5')}/record.json" in own
+    assert len(own) == (6 if scale == "paper" else 2) and f"results/{SWEEP}/fixed_eb_eb0p5/record.json" in own
 
 
 @pytest.mark.parametrize("scale", ["paper", "smoke"])
@@ -74,11 +81,10 @@ def test_only_the_configured_runs_are_read_not_rerun(scale):
 def test_overrides_reach_the_validated_params(compose, scale, name):
     """What the rule puts on the command line is what the arm runs with, at either scale (at smoke,
     the smoke section would otherwise overrule params)."""
-    p = read_config(CONFIG, scale)
-    arm, point = points(p)[name]
-    cfg = compose([f"experiment={p.arms[arm].experiment}", f"scale={scale}", *hydra_overrides(point, scale).split()])
+    point = next(q for q in sweep.points(SWEEP, scale) if q.name == name)
+    cfg = compose([f"experiment={point.experiment}", f"scale={scale}", *sweep.hydra_overrides(point, scale).split()])
     params = experiment_params(load_entry(cfg.experiment.entry), cfg.experiment, scale)
-    assert is_configured_run(point, vars(params))
+    assert sweep.is_configured_run(point.params, vars(params))
     assert params.epochs == (2 if scale == "smoke" else 10)  # the rest is the arm's own schedule
 
 
@@ -107,7 +113,8 @@ def _metrics(top1: float, act: float, **extra) -> dict:
 
 @pytest.fixture
 def sweep_inputs(tmp_path) -> dict[str, Path]:
-    """The arms' configured runs (adaptive 0.1, fixed 0.05) and the other points in the sweep folder."""
+    """The arms' configured runs (adaptive 0.1, fixed 0.05) and the other points in the sweep folder,
+    each under its point's name as the runner passes them."""
     p = EbSweepParams()
     inputs = {"sweep": tmp_path / "sweep", "uncompressed": _record(tmp_path / "uncompressed", "comet_uncompressed",
                                                                     dict(SCHEDULE, method="none"), BASE),
@@ -118,10 +125,10 @@ def sweep_inputs(tmp_path) -> dict[str, Path]:
         top1, act = POINTS[name]
         extra = {"eb_final_median": 0.08 * point.get("grad_error_fraction", 0) * 10} if arm == "adaptive_eb" else {}
         params = {**SCHEDULE, **configured, **point}
-        if is_configured_run(point, configured):
-            inputs[arm] = _record(tmp_path / arm, f"comet_{arm}", params, _metrics(top1, act, **extra))
+        if sweep.is_configured_run(point, configured):
+            inputs[name] = inputs[arm] = _record(tmp_path / arm, f"comet_{arm}", params, _metrics(top1, act, **extra))
         else:
-            _record(tmp_path / "sweep" / name, f"comet_{arm}", params, _metrics(top1, act, **extra))
+            inputs[name] = _record(tmp_path / "sweep" / name, f"comet_{arm}", params, _metrics(top1, act, **extra))
     return inputs
 
 
@@ -180,7 +187,7 @@ def test_eb_sweep_refuses_another_schedule(sweep_inputs, tmp_path):
         eb_sweep(EbSweepParams(), Context(out_dir=tmp_path / "out", inputs=sweep_inputs))
 
 
-@pytest.mark.parametrize("missing", ["uncompressed", "fixed_eb", "sweep"])
+@pytest.mark.parametrize("missing", ["uncompressed", "fixed_eb_eb0p05", "fixed_eb_eb0p2"])
 def test_eb_sweep_names_a_missing_input(sweep_inputs, tmp_path, missing):
     del sweep_inputs[missing]
     with pytest.raises(records.RecordError, match=f"inputs.{missing} is missing"):

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
-from conftest import REPO
+from conftest import REPO, experiment_cfg
 from repro import records
 from repro.experiment import Context, load_entry
 from repro.figures import draw
@@ -145,7 +144,7 @@ def test_config_validates_and_its_paper_budgets_fit_one_gpu_call():
     has its own start and budget."""
     from repro.run import experiment_params
 
-    cfg = OmegaConf.load(CONFIG)
+    cfg = experiment_cfg("superneurons/max_batch")
     spec = load_entry(cfg.entry)
     paper, smoke = experiment_params(spec, cfg, "paper"), experiment_params(spec, cfg, "smoke")
     assert cfg.figure == "repro.superneurons.figures:max_batch"

@@ -19,7 +19,7 @@ from repro.experiment import load_entry
 from repro.tsm2x import bench, figures, tsm2
 from repro.tsm2x.tuner import CUBLAS, Tuner
 
-from conftest import REPO
+from conftest import REPO, experiment_cfg
 
 KERNELS = REPO / "src" / "repro" / "tsm2x" / "kernels"
 
@@ -352,7 +352,7 @@ def test_summarize_l_metrics_and_no_large_points():
 def test_configs_validate_and_cover_the_paper_grid():
     for name, cls, grid, n_paper in (("tsm2_r", bench.TSM2RParams, bench.grid_r, 160),
                                      ("tsm2_l", bench.TSM2LParams, bench.grid_l, 128)):
-        cfg = OmegaConf.load(REPO / "config" / "experiment" / "tsm2x" / f"{name}.yaml")
+        cfg = experiment_cfg(f"tsm2x/{name}")
         assert cfg.name == name and cfg.paper == "tsm2x"
         spec = load_entry(cfg.entry)
         assert spec.needs_gpu and spec.params is cls

@@ -15,7 +15,7 @@ import argparse
 import torch
 
 from repro.comet import gpu_codec
-from repro.comet.experiment import synthetic_activation
+from repro.comet.compressor_bench import synthetic_activation
 
 
 def kernel_profile(kernels: str | None) -> None:

@@ -1,17 +1,28 @@
-# Kernel builds: every src/repro/**/kernels/*.cu -> results/build/kernels/<stem>.cubin (sm_90).
+# Kernel builds: each src/repro/<paper>/kernels/<stem>.cu -> results/build/kernels/<stem>.cubin
+# (sm_90) and its status file <stem>.json, the file steps that load the cubin wait for.
+KERNEL_SOURCES = layout.kernel_sources()
 
 
-rule build_kernels:
+rule build_kernel:
     input:
-        sources=sorted(Path("src/repro").glob("**/kernels/*.cu")),
-        headers=sorted(Path("src/repro").glob("**/kernels/*.cuh")),
+        source=lambda wc: provenance.repo_path(KERNEL_SOURCES[wc.stem]),
+        headers=lambda wc: [provenance.repo_path(h) for h in sorted(KERNEL_SOURCES[wc.stem].parent.glob("*.cuh"))],
     output:
-        manifest="results/build/kernels/manifest.json",
+        status="results/build/kernels/{stem}.json",
     log:
-        "results/logs/build_kernels.log",
+        "results/logs/build/{stem}.log",
     params:
         arch="sm_90",
+    wildcard_constraints:
+        stem="|".join(KERNEL_SOURCES) or "(?!)",
     container:
         GPU_IMAGE  # nvcc lives in the GPU image
     shell:
-        "python -m repro.build_kernels --out results/build/kernels --arch {params.arch} > {log} 2>&1"
+        "python -m repro.build_kernels --out results/build/kernels --arch {params.arch} --only {wildcards.stem} "
+        "> {log} 2>&1"
+
+
+# `snakemake build_kernels`: every kernel.
+rule build_kernels:
+    input:
+        expand(rules.build_kernel.output.status, stem=KERNEL_SOURCES),

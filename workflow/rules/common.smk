@@ -1,9 +1,10 @@
-# Helpers shared by all rule files (the resolved scale, the one way to run an experiment).
+# Helpers for every rule file (the resolved scale; reading an experiment file); the rules that
+# run experiments are in experiment.smk (docs/adding-a-paper.md).
 import sys
 from pathlib import Path
 
 sys.path.insert(0, f"{workflow.basedir}/src")  # repro's light modules, without install
-from repro import provenance
+from repro import layout, provenance, sweep
 from repro.scale import resolve_scale
 
 SCALE = resolve_scale(config["scale"])
@@ -11,54 +12,49 @@ SCALE = resolve_scale(config["scale"])
 # `snakemake --sdm apptainer`, ignored otherwise.
 CPU_IMAGE = "containers/repro-cpu.sif"
 GPU_IMAGE = "containers/repro-gpu.sif"
+EXPERIMENTS = layout.experiment_names()
+# sweep experiment -> {point name: Point} for the points that run in the sweep's own folder
+SWEEPS = {e: sweep.own_points(e, SCALE) for e in EXPERIMENTS if sweep.is_sweep(e)}
 
 
-def experiment_config(experiment):
-    """The Hydra experiment file of '<paper>/<name>' (an input: editing it reruns the step)."""
-    return f"config/experiment/{experiment}.yaml"
-
-
-def experiment_code(experiment):
-    """The source files behind '<paper>/<name>': its entry module and every repro module that imports,
-    read from the sources (the trainer, models and data modules too; figures and bookkeeping aside),
-    and its paper's kernel sources: the files its record lists as provenance.code. An input of the
-    step, so editing any of them reruns it, and nothing else does."""
-    code = provenance.experiment_code(experiment)
-    if code is None:
-        raise ValueError(f"{experiment_config(experiment)}: no such experiment file, or it names no entry")
-    return code
-
-
-def code_of(pattern):
-    """experiment_code where the experiment has wildcards, as in code_of("baseline/{exp}")."""
-    return lambda wc: experiment_code(pattern.format(**dict(wc.items())))
+def experiments(paper, exclude=()):
+    """A wildcard constraint matching the paper's experiment names (those in ``exclude`` aside)."""
+    return layout.alternatives(n for n in layout.experiments_of(paper) if n not in exclude)
 
 
 def record(experiment):
-    return f"results/{experiment}/record.json"
+    return layout.record_path(experiment)
 
 
-def repro_run(experiment, device="auto", out=None, overrides="", **inputs):
-    """Shell command running one experiment through the Hydra CLI; inputs name -> path pattern
-    (e.g. ceilings="{input.ceilings}"; names as in config/run.yaml's `inputs`). device="cpu" for
-    steps that never touch the GPU, so they claim none on a multi-GPU machine. out: the run folder
-    (default results/<experiment>) and overrides: extra Hydra overrides, for one point of a sweep."""
-    named = "".join(f" inputs.{k}={v}" for k, v in inputs.items())
-    return (
-        f"python -m repro.run experiment={experiment} scale={SCALE} device={device} "
-        f"out={out or f'results/{experiment}'}{overrides}{named} "
-        "> {log} 2>&1"
-    )
+def log_of(experiment):
+    return f"results/logs/{experiment}.log"
 
 
-# Every experiment that has a figure: figure name -> "<paper>/<name>" (names are unique).
-FIGURES = {
-    Path(p).stem: f"{Path(p).parent.name}/{Path(p).stem}"
-    for p in sorted(Path("config/experiment").glob("*/*.yaml"))
-}
+def experiment_inputs(experiment):
+    """What a step running ``experiment`` reads, by name: its experiment file and the base files it
+    builds on, the source files behind its entry (provenance.experiment_code: editing any of them
+    reruns it, and nothing else does), its declared inputs, the cubins it loads and, for a sweep, its
+    points' records."""
+    found = {"cfg": [provenance.repo_path(p) for p in layout.experiment_files(experiment)],
+             "code": provenance.experiment_code(experiment)}
+    found.update({name: f"results/{path}" for name, path in layout.inputs(experiment).items()})
+    found["kernels"] = [f"results/build/kernels/{stem}.json" for stem in layout.kernels(experiment)]
+    if experiment in SWEEPS:
+        found["points"] = list(sweep.needed_records(experiment, SCALE).values())
+    return found
 
 
-def figure_record(wildcards):
-    if wildcards.name not in FIGURES:
-        raise ValueError(f"no experiment named {wildcards.name!r}; figures: {sorted(FIGURES)}")
-    return record(FIGURES[wildcards.name])
+def repro_run(experiment, out=None, overrides=""):
+    """Shell command running one experiment through the Hydra CLI; out: the run folder (default
+    results/<experiment>); overrides: extra Hydra overrides (one point of a sweep)."""
+    return (f"python -m repro.run experiment={experiment} scale={SCALE} "
+            f"out={out or f'results/{experiment}'}{overrides} > {{log}} 2>&1")
+
+
+def experiment_of(wc):
+    return f"{wc.paper}/{wc.exp}"
+
+
+def point_of(wc):
+    """The sweep point a sweep_point job runs."""
+    return SWEEPS[f"{wc.paper}/{wc.sweep}"][wc.point]

@@ -1,16 +1,20 @@
 # Figures, the claims report and the one MLflow writer.
+FIGURES = [e for e in EXPERIMENTS if layout.experiment_file(e).get("figure")]
 
 
 rule figure:
     input:
-        record=figure_record,
+        record="results/{paper}/{name}/record.json",
     output:
-        png="results/figures/{name}.png",
-        pdf="results/figures/{name}.pdf",
+        png="results/figures/{paper}/{name}.png",
+        pdf="results/figures/{paper}/{name}.pdf",
     log:
-        "results/logs/figures/{name}.log",
+        "results/logs/figures/{paper}/{name}.log",
     params:
         reference=config["reference_root"],
+    wildcard_constraints:
+        paper=layout.alternatives(layout.split(e)[0] for e in FIGURES),
+        name=layout.alternatives(layout.split(e)[1] for e in FIGURES),
     container:
         CPU_IMAGE
     shell:
@@ -19,9 +23,9 @@ rule figure:
 
 rule claims:
     input:
-        ledger="config/claims.yaml",
-        records=[record(e) for e in FIGURES.values()],
-        figures=[f"results/figures/{name}.png" for name in FIGURES],
+        ledger=[provenance.repo_path(p) for p in layout.claims_files()],
+        records=[record(e) for e in EXPERIMENTS],
+        figures=[layout.figure_path(e) for e in FIGURES],
     output:
         csv="results/claims/claims.csv",
         report="results/claims/report.html",
@@ -33,13 +37,13 @@ rule claims:
     container:
         CPU_IMAGE
     shell:
-        "python -m repro.claims --ledger {input.ledger} --results results --reference {params.reference} "
+        "python -m repro.claims --ledger config/claims --results results --reference {params.reference} "
         "--figures {input.figures} --out results/claims > {log} 2>&1"
 
 
 rule mlflow:
     input:
-        records=[record(e) for e in FIGURES.values()],
+        records=[record(e) for e in EXPERIMENTS],
     output:
         summary="results/mlflow/ingested.json",
     log:

@@ -7,13 +7,12 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure  # not pyplot: no GUI backend, no global figure state (headless)
 from matplotlib.ticker import MaxNLocator
-from repro.figures import run_record, run_subtitle
+from repro.figures import finish, open_run
 
 
 def train_cifar(run_dir: Path):
-    run_dir = Path(run_dir)
+    run_dir, record = open_run(run_dir)
     epochs = pd.read_csv(run_dir / "epochs.csv")
-    record = run_record(run_dir)
     fig = Figure(figsize=(10, 3.8))
     acc, speed = fig.subplots(1, 2)
     acc.plot(epochs.epoch, epochs.test_top1, marker="o", ms=3, label="test")
@@ -28,16 +27,12 @@ def train_cifar(run_dir: Path):
     acc.legend(fontsize=8)
     speed.bar(epochs.epoch, epochs.images_per_s, color="tab:green")
     speed.set(xlabel="epoch", ylabel="training images/s", title="throughput (epoch 1 includes warm-up)")
-    fig.suptitle(f"{record.get('tags', {}).get('model', record.get('experiment', 'model'))} on CIFAR-10\n"
-                 f"{run_subtitle(record)}", fontsize=10)
-    fig.tight_layout()
-    return fig
+    return finish(fig, f"{record.get('tags', {}).get('model', record.get('experiment', 'model'))} on CIFAR-10", record)
 
 
 def trainer_bench(run_dir: Path):
-    run_dir = Path(run_dir)
+    run_dir, record = open_run(run_dir)
     table = pd.read_csv(run_dir / "bench.csv")
-    record = run_record(run_dir)
     steady = table[~table.warmup] if (~table.warmup).any() else table
     means = steady.groupby("loop", sort=False).images_per_s.mean()
     fig = Figure(figsize=(6, 4.2))
@@ -51,6 +46,4 @@ def trainer_bench(run_dir: Path):
     ax.set_xticks(range(len(means)), [f"{loop}\n({labels[loop]})" for loop in means.index], fontsize=8)
     ax.set_ylabel("training images/s (after warm-up)")
     model = record.get("tags", {}).get("model", "")
-    fig.suptitle(f"Our trainer vs a plain PyTorch loop, {model}\n{run_subtitle(record)}", fontsize=9)
-    fig.tight_layout()
-    return fig
+    return finish(fig, f"Our trainer vs a plain PyTorch loop, {model}", record, fontsize=9)

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
+from matplotlib.figure import Figure  # not pyplot: no GUI backend, no global figure state (headless)
+
+from repro.figures import finish, open_run
 
 
-def ceilings(run_dir: Path):
-    table = pd.read_csv(Path(run_dir) / "ceilings.csv")
-    record = json.loads((Path(run_dir) / "record.json").read_text())
-    prov = record["provenance"]
-    machine = prov.get("gpu_name") or f"CPU ({prov.get('cpu')})"
+def ceilings(run_dir: Path) -> Figure:
+    run_dir, record = open_run(run_dir)
+    table = pd.read_csv(run_dir / "ceilings.csv")
     kinds = [k for k in ("bandwidth", "compute") if (table.kind == k).any()]
-    fig, axes = plt.subplots(1, len(kinds), figsize=(5 * len(kinds), 3.6), squeeze=False)
+    fig = Figure(figsize=(5 * len(kinds), 3.6))
+    axes = fig.subplots(1, len(kinds), squeeze=False)
     for ax, kind in zip(axes[0], kinds):
         part = table[table.kind == kind]
         sns.barplot(data=part, x="name", y="value", ax=ax, color="tab:blue")
@@ -26,6 +26,4 @@ def ceilings(run_dir: Path):
         for patch, value in zip(ax.patches, part.value):
             ax.annotate(f"{value:.3g}", (patch.get_x() + patch.get_width() / 2, patch.get_height()),
                         ha="center", va="bottom", fontsize=8)
-    fig.suptitle(f"Measured ceilings on {machine} ({record['scale']} scale)")
-    fig.tight_layout()
-    return fig
+    return finish(fig, "Measured ceilings", record)

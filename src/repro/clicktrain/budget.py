@@ -9,8 +9,8 @@ convergence rule and the comparison with ADMM read the mean top-1 of a point's r
 gives each repeated point's standard deviation, the yardstick for the sweep's differences, and
 (``tolerance_from_spread``) the tolerance is at least their pooled standard deviation.
 
-Inputs: ``sweep``, the folder of the sweep's own runs (``<arm>_e<E>[_s<seed>]/record.json``), and each
-arm's configured run under the arm's name (``dense`` = the baseline record), read where a point is that run.
+Inputs: every point's record under the point's name, as :mod:`repro.sweep` passes them (an arm's
+configured run where the point is that run; ``dense`` is the baseline network).
 """
 
 from __future__ import annotations
@@ -20,15 +20,9 @@ from pathlib import Path
 import pandas as pd
 
 from repro import records
-from repro.clicktrain.sweep import BudgetParams, point_name, point_params, points
+from repro.clicktrain.sweep import BudgetParams, budget_points
 from repro.experiment import Context, Result, experiment
-from repro.sweep_points import read_point, record_seed
-
-
-def _point_record(ctx: Context, p: BudgetParams, arm: str, epochs: int, seed: int | None) -> tuple[dict, str]:
-    """The record of one (arm, budget[, seed]) run and where it came from; checks it ran that budget."""
-    return read_point(ctx.inputs, arm, p.arms[arm], point_params(p, arm, epochs), point_name(arm, epochs, seed),
-                      seed)
+from repro.sweep import read_point, record_seed
 
 
 def mean_points(runs: pd.DataFrame) -> pd.DataFrame:
@@ -78,13 +72,14 @@ def versus_admm(points: pd.DataFrame) -> pd.DataFrame:
 @experiment(params=BudgetParams, needs_gpu=False)
 def budget(p: BudgetParams, ctx: Context) -> Result:
     rows, missing = [], []
-    for arm, epochs, seed in points(p):
+    for point in budget_points(p):
+        arm, epochs = point.labels["arm"], point.labels["budget"]
         try:
-            rec, source = _point_record(ctx, p, arm, epochs, seed)
+            rec, source = read_point(ctx, point)
         except records.MissingRecord:
             if not p.partial:
                 raise
-            missing.append(point_name(arm, epochs, seed))
+            missing.append(point.name)
             continue
         m = rec["metrics"]
         if "final_top1" not in m:

@@ -11,7 +11,7 @@ import seaborn as sns
 from matplotlib.figure import Figure  # not pyplot: no GUI backend, no global figure state (headless)
 from matplotlib.ticker import MaxNLocator, NullFormatter, ScalarFormatter
 from repro.clicktrain.budget import mean_points
-from repro.figures import run_record, run_subtitle
+from repro.figures import finish, open_run
 
 PHASE_COLORS = {"dense": "tab:grey", "lasso": "tab:orange", "masked": "tab:blue", "admm": "tab:red",
                 "retrain": "tab:purple"}
@@ -31,9 +31,8 @@ def _plain_log(ax, *axes: str) -> None:
 
 def clicktrain(run_dir: Path) -> Figure:
     """One arm: test top-1 per epoch by phase; seconds per phase (training passes + pruning work)."""
-    run_dir = Path(run_dir)
+    run_dir, record = open_run(run_dir)
     epochs = pd.read_csv(run_dir / "epochs.csv")
-    record = run_record(run_dir)
     metrics = record.get("metrics", {})
     fig = Figure(figsize=(10, 3.8))
     acc, times = fig.subplots(1, 2)
@@ -51,10 +50,8 @@ def clicktrain(run_dir: Path) -> Figure:
         times.annotate(f"{seconds:.0f}s\n{n} ep", (bar.get_x() + bar.get_width() / 2, seconds), ha="center",
                        va="bottom", fontsize=8)
     times.set(ylabel="seconds (training + pruning work)", title=f"end to end {per_phase.sum():.0f}s")
-    fig.suptitle(f"{record.get('experiment', run_dir.name)}: {record.get('tags', {}).get('model', '')} on CIFAR-10\n"
-                 f"{run_subtitle(record)}", fontsize=10)
-    fig.tight_layout()
-    return fig
+    return finish(fig, f"{record.get('experiment', run_dir.name)}: {record.get('tags', {}).get('model', '')} on CIFAR-10",
+                  record)
 
 
 admm = prunetrain = sparse24 = clicktrain  # the same per-arm figure
@@ -62,10 +59,9 @@ admm = prunetrain = sparse24 = clicktrain  # the same per-arm figure
 
 def compare(run_dir: Path) -> Figure:
     """All arms: top-1 against compression; end-to-end seconds per arm stacked by phase."""
-    run_dir = Path(run_dir)
+    run_dir, record = open_run(run_dir)
     arms = pd.read_csv(run_dir / "arms.csv")
     phases = pd.read_csv(run_dir / "phases.csv")
-    record = run_record(run_dir)
     fig = Figure(figsize=(11, 4.2))
     scatter, bars = fig.subplots(1, 2)
     for row in arms.itertuples():
@@ -84,21 +80,18 @@ def compare(run_dir: Path) -> Figure:
     bars.set(ylabel="seconds (training + pruning work)",
              title="end-to-end time" + (f" (admm / clicktrain {speedup:.2f}x)" if speedup else ""))
     bars.legend(fontsize=8)
-    fig.suptitle(f"ClickTrain vs pruning after / during training and 2:4\n{run_subtitle(record)}", fontsize=10)
-    fig.tight_layout()
-    return fig
+    return finish(fig, "ClickTrain vs pruning after / during training and 2:4", record)
 
 
 def budget(run_dir: Path) -> Figure:
     """The schedule-length sweep: final top-1 against the budget in epochs and in end-to-end seconds,
     compression against the budget; each arm's shortest converged budget ringed (open: the largest
     budget swept, so not shown to have converged)."""
-    run_dir = Path(run_dir)
+    run_dir, record = open_run(run_dir)
     runs = pd.read_csv(run_dir / "points.csv")
     points = mean_points(runs)  # one row per (arm, budget): the mean of its runs
     repeated = bool((points.runs > 1).any())
     table = pd.read_csv(run_dir / "converged.csv")
-    record = run_record(run_dir)
     tolerance = record.get("metrics", {}).get("tolerance", record.get("params", {}).get("tolerance", float("nan")))
     fig = Figure(figsize=(14, 4.2))
     by_epochs, by_time, comp = fig.subplots(1, 3)
@@ -123,20 +116,16 @@ def budget(run_dir: Path) -> Figure:
              title="compression")
     _plain_log(comp, "x")
     missing = record.get("tags", {}).get("missing")
-    fig.suptitle(f"ClickTrain arms against schedule length\n{run_subtitle(record)}"
-                 + (f"\n{missing}" if missing else ""), fontsize=10)
-    fig.tight_layout()
-    return fig
+    return finish(fig, "ClickTrain arms against schedule length", record, below=missing)
 
 
 def inference(run_dir: Path) -> Figure:
     """Inference latency: whole-network speedup over dense cuDNN per variant and batch; per layer the
     2:4 GEMM against cuDNN and against the same dense GEMM (largest batch); per arm the MAC reduction
     the masks promise against the speedup the removable channels deliver."""
-    run_dir = Path(run_dir)
+    run_dir, record = open_run(run_dir)
     layers = pd.read_csv(run_dir / "layers.csv")
     network = pd.read_csv(run_dir / "network.csv")
-    record = run_record(run_dir)
     dtype = layers.dtype.iloc[0]
     mode = "graph" if record.get("metrics", {}).get("graph_mode") else "eager"
     fig = Figure(figsize=(15, 4.4))
@@ -180,8 +169,6 @@ def inference(run_dir: Path) -> Figure:
                 title="pattern sparsity: promised vs delivered")
     _plain_log(promise, "x", "y")
     promise.legend(fontsize=7)
-    fig.suptitle(f"Inference latency of the pruned {record.get('tags', {}).get('model', '')} on "
-                 f"{record.get('provenance', {}).get('gpu_name') or record.get('device', '')}\n"
-                 f"{run_subtitle(record, 'timing', 'sparse_backend')}", fontsize=10)
-    fig.tight_layout()
-    return fig
+    return finish(fig, f"Inference latency of the pruned {record.get('tags', {}).get('model', '')} on "
+                  f"{record.get('provenance', {}).get('gpu_name') or record.get('device', '')}", record,
+                  "timing", "sparse_backend")

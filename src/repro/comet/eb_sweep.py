@@ -4,9 +4,9 @@ reduction against the uncompressed arm, with comet_compare's definitions (:func:
 comet.mem's target (``target_reduction`` at that loss) is reachable by larger bounds. Which runs
 make up the sweep: :mod:`repro.comet.sweep`.
 
-Inputs: ``uncompressed`` (the reference of every ratio), ``sweep`` (the folder of the sweep's own
-runs, ``<point>/record.json``), each swept arm's configured run under the arm's name (read where a
-point is that run) and, optional, ``actnn2bit`` (ActNN 2-bit, shown beside the sweep).
+Inputs: ``uncompressed`` (the reference of every ratio), every point's record (under the point's
+name, as :mod:`repro.sweep` passes them) and, optional, ``actnn2bit`` (ActNN 2-bit, shown beside
+the sweep).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from pathlib import Path
 import pandas as pd
 
 from repro import records
-from repro.comet.experiment import mem_reduction, top1_loss
-from repro.comet.sweep import EbSweepParams, points
+from repro.comet.compare import mem_reduction, top1_loss
+from repro.comet.sweep import EbSweepParams, arm_points
 from repro.experiment import Context, Result, experiment
-from repro.sweep_points import read_point
+from repro.sweep import read_point
 
 # what every point must share with the uncompressed arm for the ratios to mean anything
 SCHEDULE = ("model", "model_kw", "epochs", "batch_size", "n_train", "n_test")
@@ -58,12 +58,12 @@ def eb_sweep(p: EbSweepParams, ctx: Context) -> Result:
     base_rec = records.read(ctx.inputs["uncompressed"])
     base = _metrics(base_rec)
     rows = []
-    for name, (arm, point) in points(p).items():
-        swept = p.arms[arm]
-        rec, source = read_point(ctx.inputs, arm, swept.experiment, point, name)
+    for point in arm_points(p):
+        rec, source = read_point(ctx, point)
         _check_schedule(rec, base_rec)
         m = _metrics(rec)
-        rows.append(dict(point=name, arm=arm, parameter=swept.param, value=point[swept.param],
+        arm = point.labels["arm"]
+        rows.append(dict(point=point.name, arm=arm, parameter=point.labels["param"], value=point.labels["value"],
                          final_top1=m["final_top1"], best_top1=m["best_top1"], top1_loss=top1_loss(base, m),
                          mem_reduction=mem_reduction(base, m), act_mem_bytes=m["act_mem_bytes"],
                          act_ratio=m.get("act_ratio"), images_per_s=m["images_per_s"],

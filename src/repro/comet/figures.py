@@ -14,16 +14,15 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
-from repro.figures import run_record, run_subtitle  # noqa: E402
+from repro.figures import finish, open_run  # noqa: E402
 
 MIB = 2**20
 
 
 def compressor_bench(run_dir: Path) -> Figure:
     """GB/s of compress and decompress per case, with the copy and naive-quantise lines; ratio per case."""
-    run_dir = Path(run_dir)
+    run_dir, record = open_run(run_dir)
     bench = pd.read_csv(run_dir / "bench.csv")
-    record = run_record(run_dir)
     metrics = record.get("metrics", {})
     sns.set_theme(style="whitegrid", context="paper")
     bench["case"] = bench.kind + "\neb=" + bench.eb.map("{:g}".format)
@@ -44,16 +43,13 @@ def compressor_bench(run_dir: Path) -> Figure:
     for i, row in enumerate(bench.itertuples()):
         rx.annotate(f"err/eb {row.max_err_over_eb:.3f}", (i, row.ratio), ha="center", va="bottom", fontsize=7)
     rx.set(title="compression ratio", xlabel="")
-    fig.suptitle(f"COMET compressor on {int(bench['values'].iloc[0]) * 4 / MIB:.0f} MiB of float32 activations\n"
-                 f"{run_subtitle(record)}; {record.get('tags', {}).get('backend', '')}", fontsize=9)
-    fig.tight_layout()
-    return fig
+    return finish(fig, f"COMET compressor on {int(bench['values'].iloc[0]) * 4 / MIB:.0f} MiB of float32 activations",
+                  record, "backend", fontsize=9)
 
 
 def train_arm(run_dir: Path) -> Figure:
     """Test top-1 per epoch; stored vs raw bytes per layer in the probe step; eb over steps (adaptive)."""
-    run_dir = Path(run_dir)
-    record = run_record(run_dir)
+    run_dir, record = open_run(run_dir)
     epochs = pd.read_csv(run_dir / "epochs.csv")
     layers = pd.read_csv(run_dir / "layers.csv")
     decisions = run_dir / "decisions.csv"
@@ -74,16 +70,13 @@ def train_arm(run_dir: Path) -> Figure:
         d = pd.read_csv(decisions)
         sns.lineplot(data=d, x="step", y="eb_new", hue="rule", estimator="median", errorbar=("pi", 80), ax=axes[2])
         axes[2].set(yscale="log", ylabel="eb (median over layers, 10-90%)", title="adaptive error bounds")
-    fig.suptitle(f"{record.get('experiment', run_dir.name)}: {record.get('tags', {}).get('model', '')} "
-                 f"method {record.get('tags', {}).get('method', '')}\n{run_subtitle(record)}", fontsize=9)
-    fig.tight_layout()
-    return fig
+    return finish(fig, f"{record.get('experiment', run_dir.name)}: {record.get('tags', {}).get('model', '')} "
+                  f"method {record.get('tags', {}).get('method', '')}", record, fontsize=9)
 
 
 def sz3_reference(run_dir: Path) -> Figure:
     """Total ratio of ours and SZ3 per error bound; per-tensor ratios."""
-    run_dir = Path(run_dir)
-    record = run_record(run_dir)
+    run_dir, record = open_run(run_dir)
     table = pd.read_csv(run_dir / "sz3.csv")
     sns.set_theme(style="whitegrid", context="paper")
     codecs = ["ours"] + (["sz3"] if "sz3_bytes" in table else [])
@@ -97,16 +90,12 @@ def sz3_reference(run_dir: Path) -> Figure:
     ax.set(title="all saved activations", xlabel="absolute error bound")
     sns.lineplot(data=per_tensor, x="tensor", y="ratio", hue="codec", style="eb", ax=tx)
     tx.set(yscale="log", title="per saved tensor (forward order)")
-    fig.suptitle(f"ours vs SZ3 on dumped activations ({record.get('tags', {}).get('sz3', '')})\n{run_subtitle(record)}",
-                 fontsize=9)
-    fig.tight_layout()
-    return fig
+    return finish(fig, f"ours vs SZ3 on dumped activations ({record.get('tags', {}).get('sz3', '')})", record, fontsize=9)
 
 
 def compare(run_dir: Path) -> Figure:
     """Activation memory and top-1 per arm."""
-    run_dir = Path(run_dir)
-    record = run_record(run_dir)
+    run_dir, record = open_run(run_dir)
     arms = pd.read_csv(run_dir / "arms.csv")
     arms["act MiB"] = arms.act_mem_bytes / MIB
     sns.set_theme(style="whitegrid", context="paper")
@@ -120,17 +109,14 @@ def compare(run_dir: Path) -> Figure:
     lo = arms.final_top1.min()
     tx.set(ylim=(max(0, lo - 5), arms.final_top1.max() + 1), title="final test top-1 (%)", xlabel="")
     m = record.get("metrics", {})
-    fig.suptitle(f"COMET vs uncompressed and ActNN 2-bit: reduction {m.get('mem_reduction', float('nan')):.2f}x, "
-                 f"vs ActNN {m.get('vs_actnn', float('nan')):.2f}x, top-1 loss {m.get('top1_loss', float('nan')):.2f}\n"
-                 f"{run_subtitle(record)}", fontsize=9)
-    fig.tight_layout()
-    return fig
+    return finish(fig, f"COMET vs uncompressed and ActNN 2-bit: reduction {m.get('mem_reduction', float('nan')):.2f}x, "
+                  f"vs ActNN {m.get('vs_actnn', float('nan')):.2f}x, top-1 loss {m.get('top1_loss', float('nan')):.2f}",
+                  record, fontsize=9)
 
 
 def max_batch(run_dir: Path) -> Figure:
     """Memory of each probed training step against its batch, per method, with the cap."""
-    run_dir = Path(run_dir)
-    record = run_record(run_dir)
+    run_dir, record = open_run(run_dir)
     probes = pd.read_csv(run_dir / "probes.csv")
     probes["MiB"] = probes.step_bytes / MIB
     sns.set_theme(style="whitegrid", context="paper")
@@ -144,15 +130,12 @@ def max_batch(run_dir: Path) -> Figure:
     best = ", ".join(f"{k.removeprefix('max_batch_')} {v:.0f}" for k, v in m.items() if k.startswith("max_batch_"))
     ax.set(xscale="log", yscale="log", title=f"largest batch: {best}")
     ax.legend(fontsize=7)
-    fig.suptitle(f"{record.get('tags', {}).get('model', '')} training step memory\n{run_subtitle(record)}", fontsize=9)
-    fig.tight_layout()
-    return fig
+    return finish(fig, f"{record.get('tags', {}).get('model', '')} training step memory", record, fontsize=9)
 
 
 def step_bench(run_dir: Path) -> Figure:
     """Training-step images/s per arm (median round), with the host time spent in the codec."""
-    run_dir = Path(run_dir)
-    record = run_record(run_dir)
+    run_dir, record = open_run(run_dir)
     steps = pd.read_csv(run_dir / "steps.csv")
     med = steps.groupby("method", sort=False).median(numeric_only=True).reset_index()
     base = float(med.loc[med.method == "none", "images_per_s"].iloc[0])
@@ -171,10 +154,8 @@ def step_bench(run_dir: Path) -> Figure:
                               value_name="ms"), x="method", y="ms", hue="part", ax=hx)
     hx.set(title="ms per step and host ms inside encode/decode", xlabel="arm")
     tags = record.get("tags", {})
-    fig.suptitle(f"COMET arms side by side: {tags.get('model', '')}, batch {tags.get('batch', '')}, "
-                 f"{tags.get('mode', '')}\n{run_subtitle(record)}", fontsize=9)
-    fig.tight_layout()
-    return fig
+    return finish(fig, f"COMET arms side by side: {tags.get('model', '')}, batch {tags.get('batch', '')}, "
+                  f"{tags.get('mode', '')}", record, fontsize=9)
 
 
 OFF_SCALE = 10.0  # points of top-1 loss
@@ -185,8 +166,7 @@ def eb_sweep(run_dir: Path) -> Figure:
     value (each point labelled with it), the target region shaded, ActNN 2-bit and the uncompressed
     run marked. Losses past ``OFF_SCALE`` points (a run that diverged) are drawn at that edge with
     their value written, so the points that matter keep their resolution."""
-    run_dir = Path(run_dir)
-    record = run_record(run_dir)
+    run_dir, record = open_run(run_dir)
     pts = pd.read_csv(run_dir / "points.csv")
     params, m = record.get("params", {}), record.get("metrics", {})
     target, max_loss = params.get("target_reduction", 13.5), params.get("max_top1_loss", 0.5)
@@ -230,6 +210,4 @@ def eb_sweep(run_dir: Path) -> Figure:
     ax.set_title(f"largest reduction within {max_loss:g} points: "
                  f"{m.get('best_mem_reduction_within_acc', float('nan')):.2f}x "
                  f"({record.get('tags', {}).get('best_point', 'none')}); labels: swept value", fontsize=9)
-    fig.suptitle(f"COMET error-bound sweep (ResNet-32 arms)\n{run_subtitle(record)}", fontsize=9)
-    fig.tight_layout()
-    return fig
+    return finish(fig, "COMET error-bound sweep (ResNet-32 arms)", record, fontsize=9)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
-from repro.figures import run_record, run_subtitle
+from repro.figures import finish, open_run
 
 GIB = 2**30
 
@@ -22,9 +22,8 @@ def _metric(record: dict, key: str) -> str:
 
 def peak_memory(run_dir: Path) -> Figure:
     """Per network: static and dynamic memory of each configuration; dynamic / largest layer."""
-    run_dir = Path(run_dir)
+    run_dir, record = open_run(run_dir)
     table = pd.read_csv(run_dir / "peak_memory.csv")
-    record = run_record(run_dir)
     measured = bool(table.measured.any())
     dyn = "dynamic_bytes" if measured else "est_dynamic_bytes"
     static = "static_bytes" if measured else "est_static_bytes"
@@ -43,18 +42,15 @@ def peak_memory(run_dir: Path) -> Figure:
     rat.set(yscale="log", ylabel="peak dynamic / largest single-layer working set",
             title=f"sn.peak = {_metric(record, 'peak_dynamic_over_largest_layer')}")
     rat.legend(fontsize=8)
-    fig.suptitle(f"SuperNeurons peak memory, batch {record.get('params', {}).get('batch_size', '')}\n"
-                 f"{run_subtitle(record, 'memory_source', 'timing', 'cudnn', 'workspace_cap')}", fontsize=10)
-    fig.tight_layout()
-    return fig
+    return finish(fig, f"SuperNeurons peak memory, batch {record.get('params', {}).get('batch_size', '')}", record,
+                  "memory_source", "timing", "cudnn", "workspace_cap")
 
 
 def depth(run_dir: Path) -> Figure:
     """Deepest trainable bottleneck ResNet per arm, and every probe of the search."""
-    run_dir = Path(run_dir)
+    run_dir, record = open_run(run_dir)
     summary = pd.read_csv(run_dir / "depth.csv")
     probes = pd.read_csv(run_dir / "depth_probes.csv")
-    record = run_record(run_dir)
     fig = Figure(figsize=(12, 4.2))
     bars, search = fig.subplots(1, 2)
     sns.barplot(summary, x="arm", y="max_conv_layers", hue="arm", ax=bars, legend=False)
@@ -71,16 +67,13 @@ def depth(run_dir: Path) -> Figure:
     sns.scatterplot(probes, x="blocks", y="arm", hue="outcome", style="outcome", ax=search,
                     palette={"fits": "tab:green", "fails": "tab:red"}, s=50)
     search.set(xscale="log", xlabel="blocks probed (log)", title="search probes")
-    fig.suptitle(f"SuperNeurons depth\n{run_subtitle(record, 'memory_source', 'timing')}", fontsize=10)
-    fig.tight_layout()
-    return fig
+    return finish(fig, "SuperNeurons depth", record, "memory_source", "timing")
 
 
 def throughput(run_dir: Path) -> Figure:
     """Images/s of each arm at the equal depth and at the checkpointing arm's maximum depth."""
-    run_dir = Path(run_dir)
+    run_dir, record = open_run(run_dir)
     table = pd.read_csv(run_dir / "throughput.csv")
-    record = run_record(run_dir)
     table = table.assign(depth=table.blocks.map(lambda b: f"{b} blocks"))
     fig = Figure(figsize=(8, 4.2))
     ax = fig.subplots()
@@ -90,26 +83,21 @@ def throughput(run_dir: Path) -> Figure:
     ax.set(ylabel="images / s", title=f"ours / plain {_metric(record, 'speed_vs_plain')}x, "
                                       f"ours / checkpoint {_metric(record, 'speed_vs_checkpoint')}x"
                                       + (f"\nmedian of {rounds} rounds (bars: their range)" if rounds > 1 else ""))
-    fig.suptitle(f"SuperNeurons throughput\n{run_subtitle(record, 'memory_source', 'timing')}", fontsize=10)
+    notes = []
     if "recomputed_units" in table:  # what limited ours: recomputation and host copies per step
         ours = table[(table.arm == "ours") & table.fits].drop_duplicates("blocks")
         notes = [f"ours at {r.blocks} blocks: {r.recomputed_units:.0f} units recomputed in "
                  f"{r.recomputed_segments:.0f} segments, {r.offloaded_bytes_per_step / GIB:.2f} GiB offloaded / step"
                  for r in ours.itertuples() if pd.notna(r.recomputed_units)]
-        fig.text(0.01, 0.01, "\n".join(notes), fontsize=7, va="bottom")
-        fig.tight_layout(rect=(0, 0.04 * len(notes), 1, 1))
-    else:
-        fig.tight_layout()
-    return fig
+    return finish(fig, "SuperNeurons throughput", record, "memory_source", "timing", footnote="\n".join(notes))
 
 
 def max_batch(run_dir: Path) -> Figure:
     """Largest trainable batch per network and arm (a whisker up to the smallest failing batch where a
     search stopped short of its resolution), ours / plain above each network, and every probe."""
-    run_dir = Path(run_dir)
+    run_dir, record = open_run(run_dir)
     summary = pd.read_csv(run_dir / "max_batch.csv")
     probes = pd.read_csv(run_dir / "max_batch_probes.csv")
-    record = run_record(run_dir)
     networks, arms = list(dict.fromkeys(summary.network)), list(dict.fromkeys(summary.arm))
     fig = Figure(figsize=(13, 4.4))
     bars, search = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
@@ -152,6 +140,4 @@ def max_batch(run_dir: Path) -> Figure:
     sns.scatterplot(probes, x="batch_size", y="search", hue="outcome", style="outcome", ax=search,
                     palette={"fits": "tab:green", "fails": "tab:red"}, s=40)
     search.set(xscale="log", xlabel="batch probed (log)", ylabel="", title="search probes")
-    fig.suptitle(f"SuperNeurons largest batch\n{run_subtitle(record, 'memory_source', 'timing')}", fontsize=10)
-    fig.tight_layout()
-    return fig
+    return finish(fig, "SuperNeurons largest batch", record, "memory_source", "timing")

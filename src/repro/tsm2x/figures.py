@@ -10,21 +10,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure  # not pyplot: no GUI backend, no global figure state (headless)
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
+from repro.figures import finish, open_run
 
 MIB = 1 << 20
 
 
-def draw(df: pd.DataFrame, title: str) -> plt.Figure:
+def draw(run_dir: Path, title: str) -> Figure:
+    run_dir, record = open_run(run_dir)
+    df = pd.read_csv(run_dir / "points.csv")
     sns.set_theme(style="whitegrid", context="paper")
     dtypes = [d for d in ("float32", "float64") if d in set(df["dtype"])]
     nshapes = df.groupby(["m", "k"]).ngroups
-    fig, axes = plt.subplots(2, len(dtypes), figsize=(max(6.0, 0.45 * nshapes) * len(dtypes), 7.5), squeeze=False)
+    fig = Figure(figsize=(max(6.0, 0.45 * nshapes) * len(dtypes), 7.5))
+    axes = fig.subplots(2, len(dtypes), squeeze=False)
     use_frac = df["bw_frac_dispatch"].notna().any()
     for col, dtype in enumerate(dtypes):
         d = df[df["dtype"] == dtype].sort_values(["m", "k", "n"]).copy()
@@ -52,8 +54,7 @@ def draw(df: pd.DataFrame, title: str) -> plt.Figure:
         ax.set(title=f"{title} {dtype}: bandwidth of compulsory traffic", xlabel="compulsory traffic (MiB)",
                ylabel="fraction of device copy bandwidth" if use_frac else "GB/s")
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
+    return finish(fig, f"{title} against cuBLAS", record, "timing")
 
 
 def _hatch_fallbacks(ax, d: pd.DataFrame) -> None:
@@ -67,9 +68,9 @@ def _hatch_fallbacks(ax, d: pd.DataFrame) -> None:
                 bar.set_hatch("///")
 
 
-def tsm2_r(run_dir: Path) -> plt.Figure:
-    return draw(pd.read_csv(Path(run_dir) / "points.csv"), "TSM2R")
+def tsm2_r(run_dir: Path) -> Figure:
+    return draw(run_dir, "TSM2R")
 
 
-def tsm2_l(run_dir: Path) -> plt.Figure:
-    return draw(pd.read_csv(Path(run_dir) / "points.csv"), "TSM2L")
+def tsm2_l(run_dir: Path) -> Figure:
+    return draw(run_dir, "TSM2L")

@@ -1,0 +1,63 @@
+"""repro.layout: where papers and experiments are, and experiment files as Hydra composes them."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from repro import layout
+
+from conftest import REPO
+
+
+@pytest.mark.parametrize("experiment", layout.experiment_names())
+def test_an_experiment_file_reads_as_hydra_composes_it(compose, experiment):
+    """The workflow and the stale-code check read experiment files without Hydra; a variant's base must
+    merge under it exactly as Hydra's defaults list does."""
+    composed = OmegaConf.to_container(compose([f"experiment={experiment}"]).experiment)
+    assert composed == layout.experiment_file(experiment)
+
+
+def test_papers_are_the_packages_that_are_not_shared_libraries():
+    papers = layout.papers()
+    assert {"baseline", "ceilings", "clicktrain", "comet", "superneurons", "tsm2x"} <= set(papers)
+    assert not set(papers) & set(layout.SHARED)
+    for paper in papers:  # each owns its files
+        assert (REPO / "config" / "experiment" / paper).is_dir(), paper
+        assert (REPO / "workflow" / "rules" / f"{paper}.smk").is_file(), paper
+        assert (REPO / "config" / "claims" / f"{paper}.yaml").is_file(), paper
+
+
+def test_a_variant_lists_its_base_files():
+    files = layout.experiment_files("comet/vgg16_comet_fixed_eb")
+    assert [f.stem for f in files] == ["vgg16_comet_fixed_eb", "comet_fixed_eb", "comet_uncompressed"]
+    assert layout.experiment_file("comet/vgg16_comet_fixed_eb")["params"]["method"] == "fixed"
+
+
+def _write(root, rel, text):
+    path = root / "experiment" / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("defaults:\n  - base\n  - _self_\nname: v\npaper: p\n", r"defaults must be \[/experiment/p/<base experiment>"),
+    ("defaults:\n  - /experiment/p/nope\n  - _self_\nname: v\npaper: p\n", "nope.yaml does not exist"),
+    ("defaults:\n  - /experiment/q/base\n  - _self_\nname: v\npaper: p\n", "defaults must be"),
+    ("name: v\npaper: p\ngpus: 1\ncolour: red\n", r"unknown key\(s\) \['colour'\]"),
+    ("name: v\npaper: p\ngpus: two\n", "gpus must be a whole number"),
+    ("name: w\npaper: p\ngpus: 1\n", "name and paper must be 'v' and 'p'"),
+])
+def test_bad_experiment_files_are_named(tmp_path, text, needle):
+    _write(tmp_path, "p/base.yaml", "name: base\npaper: p\ngpus: 1\n")
+    _write(tmp_path, "p/v.yaml", text)
+    with pytest.raises(layout.LayoutError, match=needle):
+        layout.experiment_file("p/v", tmp_path)
+
+
+def test_kernel_stems_are_unique(tmp_path):
+    for paper in ("a", "b"):
+        (tmp_path / paper / "kernels").mkdir(parents=True)
+        (tmp_path / paper / "kernels" / "k.cu").write_text("")
+    with pytest.raises(layout.LayoutError, match="share the stem 'k'"):
+        layout.kernel_sources(tmp_path)
