@@ -71,6 +71,7 @@ def pack(weight: torch.Tensor, layout: Layout, width: int, compact: bool, dtype=
     blocks, kidx, kstart, klen, out_rows = [], [], [0], [], []
     y_cols, next_row = [], 0
     for g in layout.groups:
+        g = type(g)(g.cols.to(weight.device), g.rows.to(weight.device))
         if g.cols.numel() > width:
             raise ValueError(f"a group of {g.cols.numel()} columns does not fit width {width}")
         kg = g.rows.numel()
@@ -85,13 +86,16 @@ def pack(weight: torch.Tensor, layout: Layout, width: int, compact: bool, dtype=
         if compact:
             rows[:g.cols.numel()] = torch.arange(next_row, next_row + g.cols.numel())
             next_row += g.cols.numel()
-            y_cols.append(g.cols)
+            y_cols.append(g.cols.cpu())
         else:
-            rows[:g.cols.numel()] = g.cols
+            rows[:g.cols.numel()] = g.cols.cpu()
         out_rows.append(rows)
-    return Packed(w=torch.cat(blocks), kidx=torch.cat(kidx).to(torch.int32), kstart=torch.tensor(kstart, dtype=torch.int32),
-                  klen=torch.tensor(klen, dtype=torch.int32), out_rows=torch.stack(out_rows).to(torch.int32),
-                  y_cols=torch.cat(y_cols) if compact else torch.arange(n), k=k, n=n, width=width)
+    dev = weight.device
+    return Packed(w=torch.cat(blocks), kidx=torch.cat(kidx).to(dev, torch.int32),
+                  kstart=torch.tensor(kstart, dtype=torch.int32, device=dev),
+                  klen=torch.tensor(klen, dtype=torch.int32, device=dev),
+                  out_rows=torch.stack(out_rows).to(dev, torch.int32),
+                  y_cols=torch.cat(y_cols).to(dev) if compact else torch.arange(n, device=dev), k=k, n=n, width=width)
 
 
 def unpack(packed: Packed) -> torch.Tensor:

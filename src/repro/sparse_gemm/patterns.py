@@ -131,7 +131,7 @@ def block(scores: dict[str, torch.Tensor], sparsity: float, size: int = 64) -> d
         padded[:k, :n] = s.float()
         blocks = padded.reshape(pk // size, size, pn // size, size)
         norms.append(torch.linalg.vector_norm(blocks, dim=(1, 3)).flatten())
-        ones = torch.zeros(pk, pn)
+        ones = torch.zeros(pk, pn, device=s.device)
         ones[:k, :n] = 1
         areas.append(ones.reshape(pk // size, size, pn // size, size).sum((1, 3)).flatten())
         shapes[name] = (pk // size, pn // size)
@@ -165,9 +165,10 @@ def tw(scores: dict[str, torch.Tensor], sparsity: float, tile: int = 128,
     total = sum(s.numel() for s in scores.values())
     # N: whole columns, one cut over the layers (full_columns layers keep theirs, inside the budget)
     names = list(scores)
+    dev = scores[names[0]].device
     norms = torch.cat([_column_norms(scores[n]) if n not in full_columns else
-                       torch.full((scores[n].shape[1],), math.inf) for n in names])
-    sizes = torch.cat([torch.full((scores[n].shape[1],), float(scores[n].shape[0])) for n in names])
+                       torch.full((scores[n].shape[1],), math.inf, device=dev) for n in names])
+    sizes = torch.cat([torch.full((scores[n].shape[1],), float(scores[n].shape[0]), device=dev) for n in names])
     keep_cols = keep_top(norms, sizes, (1 - share) * total)
     cols, at = {}, 0
     for n in names:
@@ -183,7 +184,7 @@ def tw(scores: dict[str, torch.Tensor], sparsity: float, tile: int = 128,
         for t, c in enumerate(cols[n]):
             sub = scores[n][:, c].float()
             row_norms.append(torch.linalg.vector_norm(sub, dim=1) / c.numel())
-            widths.append(torch.full((sub.shape[0],), float(c.numel())))
+            widths.append(torch.full((sub.shape[0],), float(c.numel()), device=dev))
             owners.append((n, t))
     keep_rows = keep_top(torch.cat(row_norms), torch.cat(widths), (1 - sparsity) * total)
     groups: dict[str, list[Group]] = {n: [] for n in names}
@@ -198,8 +199,8 @@ def tw(scores: dict[str, torch.Tensor], sparsity: float, tile: int = 128,
 
 
 def groups_mask(groups: list[Group], shape) -> torch.Tensor:
-    """The (K, N) mask of full group rectangles (rows x cols)."""
-    mask = torch.zeros(shape, dtype=torch.bool)
+    """The (K, N) mask of full group rectangles (rows x cols), on the groups' device."""
+    mask = torch.zeros(shape, dtype=torch.bool, device=groups[0].cols.device if groups else "cpu")
     for g in groups:
         mask[g.rows[:, None], g.cols[None, :]] = True
     return mask
@@ -224,7 +225,7 @@ def group_columns(score: torch.Tensor, sparsity: float, vector: int) -> list[tor
     k, n = score.shape
     keep = max(1, round((1 - sparsity) * k))
     top = score.float().topk(keep, dim=0).indices
-    features = torch.zeros(n, k).scatter_(1, top.t(), 1.0)
+    features = torch.zeros(n, k, device=score.device).scatter_(1, top.t(), 1.0)
 
     def split(cols: torch.Tensor) -> list[torch.Tensor]:
         if cols.numel() <= vector:
@@ -234,7 +235,7 @@ def group_columns(score: torch.Tensor, sparsity: float, vector: int) -> list[tor
         order = cols[_principal_order(features[cols])]
         return split(order[:left]) + split(order[left:])
 
-    return [torch.sort(g).values for g in split(torch.arange(n))]
+    return [torch.sort(g).values for g in split(torch.arange(n, device=score.device))]
 
 
 def sbw(scores: dict[str, torch.Tensor], sparsity: float, vector: int = 64) -> dict[str, Layout]:
@@ -247,7 +248,7 @@ def sbw(scores: dict[str, torch.Tensor], sparsity: float, vector: int = 64) -> d
     for n, s in scores.items():
         for g, c in enumerate(cols[n]):
             norms.append(torch.linalg.vector_norm(s[:, c].float(), dim=1) / c.numel())
-            widths.append(torch.full((s.shape[0],), float(c.numel())))
+            widths.append(torch.full((s.shape[0],), float(c.numel()), device=s.device))
             owners.append((n, g))
     keep = keep_top(torch.cat(norms), torch.cat(widths), (1 - sparsity) * total)
     groups: dict[str, list[Group]] = {n: [] for n in scores}
@@ -315,7 +316,7 @@ def check(layout: Layout) -> list[str]:
     if p == "block":
         size = layout.params["size"]
         k, n = mask.shape
-        padded = torch.zeros(-(-k // size) * size, -(-n // size) * size, dtype=torch.bool)
+        padded = torch.zeros(-(-k // size) * size, -(-n // size) * size, dtype=torch.bool, device=mask.device)
         padded[:k, :n] = mask
         blocks = padded.reshape(padded.shape[0] // size, size, padded.shape[1] // size, size)
         kept = blocks.any(3).any(1)
