@@ -111,6 +111,8 @@ def test_prune_arm_smoke(tmp_path, prepared, pattern, sparsity):
     second = "masked" if pattern == "nm" else "pruning"  # 2:4 prunes once; the others in two steps
     assert list(result.tables["epochs"].phase) == ["dense", second, "masked", "masked"]
     assert result.tags["pattern"] == pattern and (tmp_path / "model.pt").exists()
+    result.tables["epochs"].to_csv(tmp_path / "epochs.csv", index=False)
+    figures.prune_arm(tmp_path)
 
 
 def test_schedule_ramps_to_the_target():

@@ -68,7 +68,7 @@ def candidates(width: int) -> list[Config]:
     return [c for c in CANDIDATES if c.fits(width)]
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_groups"])  # one compile per config, whatever the group count
 def _gather_gemm(x_ptr, w_ptr, y_ptr, kidx_ptr, kstart_ptr, klen_ptr, out_rows_ptr, M, n_groups,
                  stride_x, stride_y, WIDTH: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr):
     pid = tl.program_id(0)
