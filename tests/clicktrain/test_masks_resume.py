@@ -9,10 +9,11 @@ import pytest
 import torch
 import torch.nn as nn
 
-from repro.clicktrain.masks import WarmupThenMaskHooks, nm_violations, sparse24_mask
+from repro.clicktrain.masks import nm_violations, sparse24_mask
 from repro.data.synthetic import synthetic_split
 from repro.models import build_model
 from repro.train import TrainConfig, train
+from repro.train.masks import ScheduledMaskHooks
 
 CUDA = pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
                                                                        reason="needs a CUDA GPU")])
@@ -22,12 +23,12 @@ def _names(model):
     return [n for n, m in model.named_modules() if isinstance(m, nn.Conv2d) and m.in_channels % 4 == 0]
 
 
-class Masked24(WarmupThenMaskHooks):
+class Masked24(ScheduledMaskHooks):
     """The 2:4 arm's hooks (dense for one epoch, then masked), killed at optimiser step ``kill_at``."""
 
     def __init__(self, names, kill_at=None):
         modules = lambda m: dict(m.named_modules())  # noqa: E731
-        super().__init__(1, lambda m: {n: sparse24_mask(modules(m)[n].weight) for n in names})
+        super().__init__([1], lambda m, epoch: {n: sparse24_mask(modules(m)[n].weight) for n in names})
         self.kill_at, self.steps = kill_at, 0
 
     def after_optimizer_step(self, model):

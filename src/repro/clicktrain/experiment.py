@@ -35,12 +35,13 @@ import torch.nn as nn
 from repro import records
 from repro.atomic import atomic_write
 from repro.train.arm import TrainParams, splits, train_config
-from repro.clicktrain.masks import (ADMMHooks, ChannelLassoHooks, ClickTrainHooks, FixedMaskHooks,
-                                    WarmupThenMaskHooks, conv_costs, nm_violations, sparse24_mask)
+from repro.clicktrain.masks import (ADMMHooks, ChannelLassoHooks, ClickTrainHooks, conv_costs, nm_violations,
+                                    sparse24_mask)
 from repro.clicktrain.patterns import layer_ratios, pattern_convs, pattern_violations, project, select_library
 from repro.experiment import Context, Result, experiment
 from repro.models import build_model, get_entry
 from repro.train import TrainHooks, evaluate, train
+from repro.train.masks import FixedMaskHooks, ScheduledMaskHooks
 from repro.train.augment import DeviceAugment, channel_stats, first_batch
 
 
@@ -316,11 +317,11 @@ def sparse24(p: Sparse24Params, ctx: Context) -> Result:
     names = [n for n, m in model.named_modules() if isinstance(m, nn.Conv2d) and m.in_channels % 4 == 0]
     warmup, _ = phase_epochs(p.epochs, p.warmup_frac)
 
-    def make_masks(m: nn.Module):
+    def make_masks(m: nn.Module, epoch: int):
         modules = dict(m.named_modules())
         return {n: sparse24_mask(modules[n].weight) for n in names}
 
-    hooks = WarmupThenMaskHooks(warmup, make_masks)
+    hooks = ScheduledMaskHooks([warmup], make_masks)
     phases = _Phases(p, ctx, model, train_split, test_split)
     phases.run("sparse24", hooks)
     result = phases.finish(hooks.masks, None, "sparse24")

@@ -1,5 +1,6 @@
-"""Training hooks of the pruning arms (ClickTrain, ADMM, PruneTrain, 2:4), the 2:4 mask, and the
-conv cost count (parameters and MACs with masks).
+"""Training hooks of the pruning arms (ClickTrain, ADMM, PruneTrain; the masking mechanism itself,
+MaskHooks, is the shared repro.train.masks), the 2:4 mask, and the conv cost count (parameters and
+MACs with masks).
 
 Every hook keys its state by conv module name and resolves the weights from the model it is
 handed, so the state (masks, importance, ADMM Z/U) checkpoints with the model and a resumed run
@@ -20,76 +21,7 @@ import torch.nn as nn
 
 from repro.clicktrain.patterns import kernel_masks, project, select_library
 from repro.train import TrainHooks
-
-
-def _modules(model: nn.Module, names) -> list[nn.Module]:
-    found = dict(model.named_modules())
-    return [found[n] for n in names]
-
-
-def _weights(model: nn.Module, names) -> list[torch.Tensor]:
-    return [m.weight for m in _modules(model, names)]
-
-
-def _cpu(tensors: dict) -> dict:
-    return {k: v.detach().cpu() for k, v in tensors.items()}
-
-
-def _addresses(*groups) -> tuple:
-    """Where the tensors of dicts/lists ``groups`` live: part of a step key, so replacing a tensor
-    that a captured step reads forces a new capture."""
-    return tuple(t.data_ptr() for g in groups for t in (g.values() if isinstance(g, dict) else g))
-
-
-def _like(mask: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """``mask`` on the weight's device, dtype and memory format (channels-last weights): foreach
-    kernels then take their fast path, one launch for all layers."""
-    return torch.empty_like(weight).copy_(mask)
-
-
-class MaskHooks(TrainHooks):
-    """Per-conv 0/1 masks (name -> tensor shaped like the weight), multiplied into the weights after
-    every optimiser step once ``active`` (so momentum and weight decay cannot revive a pruned weight)."""
-
-    graph_safe = True
-
-    def __init__(self):
-        self.masks: dict[str, torch.Tensor] = {}
-        self.active = False
-
-    def step_key(self):
-        return (self.active, _addresses(self.masks) if self.active else ())
-
-    def set_masks(self, model: nn.Module, masks: dict[str, torch.Tensor]) -> None:
-        """Install ``masks`` and zero the weights they prune now."""
-        ws = _weights(model, masks)
-        self.masks = {n: _like(m, w) for (n, m), w in zip(masks.items(), ws)}
-        self.active = True
-        self.apply_masks(model)
-
-    @torch.no_grad()
-    def apply_masks(self, model: nn.Module) -> None:
-        torch._foreach_mul_(_weights(model, self.masks), list(self.masks.values()))
-
-    def after_optimizer_step(self, model: nn.Module) -> None:
-        if self.active:
-            self.apply_masks(model)
-
-    def state_dict(self) -> dict:
-        return {"masks": _cpu(self.masks), "active": self.active}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.masks, self.active = dict(state["masks"]), state["active"]
-
-    def on_resume(self, model: nn.Module) -> None:
-        self._to_device(model)
-
-    def _to_device(self, model: nn.Module) -> None:
-        """Move the masks next to the weights (device, dtype, layout) where they are not: after
-        load_state_dict (they come from the CPU), or masks made before the model moved."""
-        for n, w in zip(self.masks, _weights(model, self.masks)):
-            if self.masks[n].device != w.device or self.masks[n].stride() != w.stride():
-                self.masks[n] = _like(self.masks[n], w)
+from repro.train.masks import MaskHooks, addresses, cpu_state, like_weight, weights_of
 
 
 class ClickTrainHooks(MaskHooks):
@@ -109,7 +41,7 @@ class ClickTrainHooks(MaskHooks):
     def step_key(self):
         epoch = self.completed + 1
         return (self.phase(epoch), epoch == self.warmup, super().step_key(),
-                _addresses(self.masks) if self.phase(epoch) == "lasso" else ())
+                addresses(self.masks) if self.phase(epoch) == "lasso" else ())
 
     def phase(self, epoch: int) -> str:
         """Phase of 1-based ``epoch``."""
@@ -121,7 +53,7 @@ class ClickTrainHooks(MaskHooks):
     def after_backward(self, model: nn.Module) -> None:
         if self.completed + 1 != self.warmup:
             return
-        ws = _weights(model, self.ratios)
+        ws = weights_of(model, self.ratios)
         if not self.importance:
             self.importance = {n: torch.zeros_like(w) for n, w in zip(self.ratios, ws)}
         prods = torch._foreach_mul(ws, [w.grad for w in ws])
@@ -134,7 +66,7 @@ class ClickTrainHooks(MaskHooks):
         if self._outside is None:
             self._outside = [1 - m for m in self.masks.values()]
         norms = [torch.linalg.vector_norm(w * out, dim=(2, 3)).sum()
-                 for w, out in zip(_weights(model, self.masks), self._outside)]
+                 for w, out in zip(weights_of(model, self.masks), self._outside)]
         return self.lasso * torch.stack(norms).sum()
 
     def select(self, model: nn.Module) -> dict[str, torch.Tensor]:
@@ -150,7 +82,7 @@ class ClickTrainHooks(MaskHooks):
             masks = self.select(model)
             self.importance = {}
             if self.lasso_epochs:  # soft phase first: masks chosen, weights not yet zeroed
-                self.masks = {n: _like(m, w) for (n, m), w in zip(masks.items(), _weights(model, masks))}
+                self.masks = {n: like_weight(m, w) for (n, m), w in zip(masks.items(), weights_of(model, masks))}
                 self._outside = None
             else:
                 self.set_masks(model, masks)
@@ -159,7 +91,7 @@ class ClickTrainHooks(MaskHooks):
         return dict(phase=phase, hook_s=time.perf_counter() - t0)
 
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "completed": self.completed, "importance": _cpu(self.importance),
+        return {**super().state_dict(), "completed": self.completed, "importance": cpu_state(self.importance),
                 "library": self.library}
 
     def load_state_dict(self, state: dict) -> None:
@@ -177,23 +109,23 @@ class ADMMHooks(TrainHooks):
     def __init__(self, model: nn.Module, ratios: dict[str, float], library: torch.Tensor, rho: float,
                  rho_growth: float = 1.0):
         self.ratios, self.library, self.rho_growth = dict(ratios), library, rho_growth
-        ws = _weights(model, self.ratios)
+        ws = weights_of(model, self.ratios)
         self.z = {n: project(w, library, self.ratios[n])[0] for n, w in zip(self.ratios, ws)}
         self.u = {n: torch.zeros_like(w) for n, w in zip(self.ratios, ws)}
         self.rho = torch.tensor(float(rho), device=ws[0].device)  # a device tensor: captured steps read it
 
     def step_key(self):
-        return _addresses(self.z, self.u, [self.rho])
+        return addresses(self.z, self.u, [self.rho])
 
     def loss_regularizer(self, model: nn.Module):
-        terms = [(w - self.z[n] + self.u[n]).square().sum() for n, w in zip(self.ratios, _weights(model, self.ratios))]
+        terms = [(w - self.z[n] + self.u[n]).square().sum() for n, w in zip(self.ratios, weights_of(model, self.ratios))]
         return 0.5 * self.rho * torch.stack(terms).sum()
 
     @torch.no_grad()
     def on_epoch_end(self, model: nn.Module, epoch: int, row: dict) -> dict:
         t0 = time.perf_counter()
         gap = norm = 0.0
-        for n, w in zip(self.ratios, _weights(model, self.ratios)):
+        for n, w in zip(self.ratios, weights_of(model, self.ratios)):
             self.z[n].copy_(project(w + self.u[n], self.library, self.ratios[n])[0])
             self.u[n] += w - self.z[n]
             gap += float((w - self.z[n]).square().sum())
@@ -203,47 +135,13 @@ class ADMMHooks(TrainHooks):
         return dict(phase="admm", hook_s=time.perf_counter() - t0, rho=row_rho, admm_gap=(gap / max(norm, 1e-30)) ** 0.5)
 
     def state_dict(self) -> dict:
-        return {"z": _cpu(self.z), "u": _cpu(self.u), "rho": float(self.rho)}
+        return {"z": cpu_state(self.z), "u": cpu_state(self.u), "rho": float(self.rho)}
 
     def load_state_dict(self, state: dict) -> None:
         for mine, saved in ((self.z, state["z"]), (self.u, state["u"])):
             for k, v in saved.items():
                 mine[k].copy_(v)
         self.rho.fill_(state["rho"])
-
-
-class FixedMaskHooks(MaskHooks):
-    """Masked training with masks fixed from the start (retraining after ADMM)."""
-
-    def __init__(self, model: nn.Module, masks: dict[str, torch.Tensor], phase: str):
-        super().__init__()
-        self.phase = phase
-        self.set_masks(model, masks)
-
-    def on_epoch_end(self, model: nn.Module, epoch: int, row: dict) -> dict:
-        return dict(phase=self.phase, hook_s=0.0)
-
-
-class WarmupThenMaskHooks(MaskHooks):
-    """Dense for ``warmup`` epochs, then masks from ``make_masks(model)`` applied for the rest (2:4)."""
-
-    def __init__(self, warmup: int, make_masks):
-        super().__init__()
-        self.warmup, self.make_masks, self.completed = warmup, make_masks, 0
-
-    def on_epoch_end(self, model: nn.Module, epoch: int, row: dict) -> dict:
-        t0 = time.perf_counter()
-        self.completed = epoch
-        if epoch == self.warmup:
-            self.set_masks(model, self.make_masks(model))
-        return dict(phase="dense" if epoch <= self.warmup else "masked", hook_s=time.perf_counter() - t0)
-
-    def state_dict(self) -> dict:
-        return {**super().state_dict(), "completed": self.completed}
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        self.completed = state["completed"]
 
 
 class ChannelLassoHooks(MaskHooks):
@@ -263,11 +161,11 @@ class ChannelLassoHooks(MaskHooks):
             raise ValueError(f"threshold_type must be one of {self.THRESHOLD_TYPES}, got {threshold_type!r}")
         self.names, self.lam, self.threshold, self.interval = list(names), lam, threshold, interval
         self.in_channels, self.threshold_type = in_channels, threshold_type
-        self.masks = {n: torch.ones_like(w) for n, w in zip(self.names, _weights(model, self.names))}
+        self.masks = {n: torch.ones_like(w) for n, w in zip(self.names, weights_of(model, self.names))}
 
     def group_lasso(self, model: nn.Module) -> torch.Tensor:
         """The unscaled penalty: the sum of the groups' L2 norms."""
-        ws = _weights(model, self.names)
+        ws = weights_of(model, self.names)
         norms = [torch.linalg.vector_norm(w, dim=(1, 2, 3)).sum() for w in ws]
         if self.in_channels:  # the first conv's input channels are the image's: not a group
             norms += [torch.linalg.vector_norm(w, dim=(0, 2, 3)).sum() for w in ws[1:]]
@@ -288,7 +186,7 @@ class ChannelLassoHooks(MaskHooks):
         t0 = time.perf_counter()
         if epoch % self.interval == 0:
             self._to_device(model)
-            for i, (n, w) in enumerate(zip(self.names, _weights(model, self.names))):
+            for i, (n, w) in enumerate(zip(self.names, weights_of(model, self.names))):
                 live = w * self.masks[n]
                 self.masks[n][self._small(live, (1, 2, 3))] = 0
                 if self.in_channels and i > 0:
