@@ -144,13 +144,13 @@ def banded(n: int, bandwidth: int = 16, density: float = 0.25, seed: int = 0) ->
     return _with_diagonal(n, rows[keep], cols[keep], rng, f"banded(n={n})")
 
 
-def gallery(name: str) -> sp.csr_matrix:
-    """The lower triangle of PyAMG's example matrix ``name`` (one of GALLERY)."""
-    if name not in GALLERY:
-        raise MatrixError(f"gallery: unknown matrix {name!r}; choose from {', '.join(GALLERY)}")
+def gallery(example: str) -> sp.csr_matrix:
+    """The lower triangle of PyAMG's example matrix ``example`` (one of GALLERY)."""
+    if example not in GALLERY:
+        raise MatrixError(f"gallery: unknown example {example!r}; choose from {', '.join(GALLERY)}")
     from pyamg.gallery import load_example
 
-    return check_lower(sp.tril(load_example(name)["A"]), f"gallery:{name}")
+    return check_lower(sp.tril(load_example(example)["A"]), f"gallery:{example}")
 
 
 @dataclass(frozen=True)
