@@ -121,8 +121,6 @@ def unified_memory(L: sp.csr_matrix, b: np.ndarray, k: int, *, kernels_dir: Path
     with cupy.cuda.Device(0):
         sums_mem = cupy.cuda.malloc_managed(n * 8)
         counts_mem = cupy.cuda.malloc_managed(n * 4)
-    sums = cupy.ndarray((n,), np.float64, sums_mem)
-    counts = cupy.ndarray((n,), np.int32, counts_mem)
     per_gpu = []
     for g, part in enumerate(parts):
         with cupy.cuda.Device(g):
@@ -137,9 +135,10 @@ def unified_memory(L: sp.csr_matrix, b: np.ndarray, k: int, *, kernels_dir: Path
 
     def solve() -> float:
         for g, dev in enumerate(per_gpu):
-            with cupy.cuda.Device(g), dev["stream"]:
-                sums[parts[g].lo:parts[g].hi].fill(0)
-                counts[parts[g].lo:parts[g].hi].fill(0)
+            lo, rows = parts[g].lo, parts[g].hi - parts[g].lo
+            with cupy.cuda.Device(g), dev["stream"]:  # GPU g touches its own slices first
+                cupy.cuda.runtime.memsetAsync(sums_mem.ptr + 8 * lo, 0, 8 * rows, dev["stream"].ptr)
+                cupy.cuda.runtime.memsetAsync(counts_mem.ptr + 4 * lo, 0, 4 * rows, dev["stream"].ptr)
                 dev["pool"].fill(0)
         for g, dev in enumerate(per_gpu):
             dev["stream"].synchronize()
