@@ -1,10 +1,13 @@
 """Host-device bandwidth per GPU (Li et al., TPDS 2020, Sec. 3.1): cudaMemcpyAsync host-to-device
 and device-to-host from pinned (cudaHostAlloc) and pageable (NumPy) host memory, 8 B to 1 GiB,
-median over trials of CUDA-event-timed batches of back-to-back copies (as p2p.py)."""
+median over trials of timed batches of back-to-back copies (as p2p.py). Pinned batches are timed by
+CUDA events; pageable ones by the host clock up to the stream's end, because the driver stages a
+pageable copy through a pinned buffer on the host thread, outside the stream's timeline."""
 
 from __future__ import annotations
 
 import statistics
+import time
 
 import numpy as np
 
@@ -24,8 +27,11 @@ def measure(device: int, p, log) -> list[dict]:
         stream = cupy.cuda.Stream(non_blocking=True)
 
         def timed(kind: int, host: np.ndarray, nbytes: int, reps: int) -> float:
+            pinned = host is hosts["pinned"]
+            stream.synchronize()
             start, end = cupy.cuda.Event(), cupy.cuda.Event()
             start.record(stream)
+            t0 = time.perf_counter()
             for _ in range(reps):
                 if kind == H2D:
                     cupy.cuda.runtime.memcpyAsync(dev.data.ptr, host.ctypes.data, nbytes, H2D, stream.ptr)
@@ -33,7 +39,7 @@ def measure(device: int, p, log) -> list[dict]:
                     cupy.cuda.runtime.memcpyAsync(host.ctypes.data, dev.data.ptr, nbytes, D2H, stream.ptr)
             end.record(stream)
             end.synchronize()
-            return cupy.cuda.get_elapsed_time(start, end) / 1e3
+            return cupy.cuda.get_elapsed_time(start, end) / 1e3 if pinned else time.perf_counter() - t0
 
         for memory, host in hosts.items():
             for kind, name in ((H2D, "h2d"), (D2H, "d2h")):

@@ -148,8 +148,10 @@ def gallery(example: str) -> sp.csr_matrix:
     """The lower triangle of PyAMG's example matrix ``example`` (one of GALLERY)."""
     if example not in GALLERY:
         raise MatrixError(f"gallery: unknown example {example!r}; choose from {', '.join(GALLERY)}")
-    from pyamg.gallery import load_example
-
+    try:
+        from pyamg.gallery import load_example
+    except ImportError:
+        raise MatrixError(f"gallery:{example}: needs PyAMG (pip install pyamg)") from None
     return check_lower(sp.tril(load_example(example)["A"]), f"gallery:{example}")
 
 

@@ -93,10 +93,12 @@ def _grid(device: int, blocks_per_sm: int) -> tuple[int, int, int]:
     return (kernels.sm_count(device) * blocks_per_sm, 1, 1)
 
 
-def _launch(fn, grid, part_dev: dict, sums_ptrs, counts_ptrs, bounds_dev, k: int, me: int, grain: int) -> None:
+def _launch(fn, grid, part_dev: dict, sums_ptrs, counts_ptrs, bounds_dev, k: int, me: int, grain: int,
+            stream=None) -> None:
+    """One solve's kernel on ``stream`` (None: CuPy's current stream)."""
     fn(grid, (THREADS, 1, 1), (part_dev["colptr"], part_dev["rowidx"], part_dev["val"], part_dev["b"], part_dev["x"],
                                sums_ptrs, counts_ptrs, bounds_dev, np.int32(k), np.int32(me), part_dev["need"],
-                               part_dev["pool"], np.int64(part_dev["n"]), np.int32(grain)))
+                               part_dev["pool"], np.int64(part_dev["n"]), np.int32(grain)), stream=stream)
 
 
 def _to_device(part: Part) -> dict:
@@ -149,7 +151,8 @@ def unified_memory(L: sp.csr_matrix, b: np.ndarray, k: int, *, kernels_dir: Path
         for g, dev in enumerate(per_gpu):
             with cupy.cuda.Device(g):
                 dev["stream"].wait_event(start)
-                _launch(dev["fn"], dev["grid"], dev, dev["sums_ptrs"], dev["counts_ptrs"], dev["bounds"], k, g, grain)
+                _launch(dev["fn"], dev["grid"], dev, dev["sums_ptrs"], dev["counts_ptrs"], dev["bounds"], k, g, grain,
+                        stream=dev["stream"])
                 ev = cupy.cuda.Event()
                 ev.record(dev["stream"])
                 done.append(ev)
@@ -186,7 +189,8 @@ def zero_copy_worker(rank: int, world: int, spec: MatrixSpec, seed: int, kernels
     n_max = int(np.diff(bounds).max())
     sums = symm.empty(n_max, dtype=torch.float64, device=f"cuda:{rank}")
     counts = symm.empty(n_max, dtype=torch.int32, device=f"cuda:{rank}")
-    hs, hc = symm.rendezvous(sums, dist.group.WORLD), symm.rendezvous(counts, dist.group.WORLD)
+    group = dist.group.WORLD.group_name
+    hs, hc = symm.rendezvous(sums, group), symm.rendezvous(counts, group)
     fn = kernels.function(STEM, "syncfree_pool", rank, Path(kernels_dir) if kernels_dir else None)
     with kernels.launch_stream(True, rank):
         dev = _to_device(part)
