@@ -49,12 +49,33 @@ def test_syncfree_one_random_ready_row_at_a_time(case):
 
 
 @pytest.mark.parametrize("k, workers, grain", [(2, 4, 1), (3, 2, 5), (4, 16, 2), (8, 1, 1)])
-def test_multigpu_pool(case, k, workers, grain):
+@pytest.mark.parametrize("order", ["natural", "levels"])
+def test_multigpu_pool(case, k, workers, grain, order):
     L, b, ref = case
-    x, trace = schedule.multigpu_solve(L, b, k, workers=workers, grain=grain, seed=k)
+    x, trace = schedule.multigpu_solve(L, b, k, workers=workers, grain=grain, seed=k, order=order)
     assert rel(x, ref) <= TOL
     assert trace.local_pushes.sum() + trace.remote_pushes.sum() == L.nnz - L.shape[0]
     assert (trace.tasks >= np.ceil(np.diff(trace.bounds) / grain)).all()
+
+
+def test_level_order_pools_keep_each_gpus_rows():
+    L = M.poisson((12, 10))
+    bounds = schedule.partition(L, 3)
+    level = schedule.analyse(L).level
+    for g, rows in enumerate(schedule.pool_orders(L, bounds, "levels")):
+        assert sorted(rows) == list(range(bounds[g], bounds[g + 1]))
+        assert (np.diff(level[rows]) >= 0).all()
+    with pytest.raises(ValueError, match="pool order must be"):
+        schedule.pool_orders(L, bounds, "random")
+
+
+def test_a_pool_out_of_dependency_order_deadlocks(monkeypatch):
+    """The twin detects what the kernel would do with a pool that hands rows before their dependencies."""
+    L = M.poisson((6, 5))
+    monkeypatch.setattr(schedule, "pool_orders", lambda L, bounds, order, analysis=None:
+                        [np.arange(bounds[g + 1] - 1, bounds[g] - 1, -1) for g in range(len(bounds) - 1)])
+    with pytest.raises(RuntimeError, match="deadlocked"):
+        schedule.multigpu_solve(L, np.ones(30), 2, workers=2)
 
 
 def test_partition_balances_nonzeros():

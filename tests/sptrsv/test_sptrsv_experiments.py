@@ -31,7 +31,7 @@ def test_emulation_smoke(tmp_path):
     assert r.metrics["n_matrices"] == 2 and r.metrics["n_over_tol"] == 0 and r.metrics["max_rel_err"] <= 1e-10
     pts = r.tables["points"]
     assert list(pts["levels"]) == [20, schedule.analyse(M.gallery("knot")).levels]
-    assert set(r.tables["multigpu"]["k"]) == {2, 3}
+    assert set(r.tables["multigpu"]["k"]) == {2, 3} and set(r.tables["multigpu"]["order"]) == {"natural", "levels"}
 
 
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
@@ -59,6 +59,8 @@ def test_split_rebuilds_the_matrix():
     L = M.powerlaw(3000, seed=1, min_offset=10)
     b = np.arange(3000.0)
     bounds, parts = multi.split(L, b, 3)
+    _, ordered = multi.split(L, b, 3, level_order=True)
+    assert all(sorted(q.order.tolist()) == list(range(q.hi - q.lo)) for q in ordered) and parts[0].order is None
     cols = [np.repeat(np.arange(p.lo, p.hi), np.diff(p.colptr)) for p in parts]
     import scipy.sparse as sp
 
@@ -98,7 +100,8 @@ def test_summary_of_a_points_table():
     df = pd.DataFrame({"family": ["poisson", "gallery"], "ok": [True, False],
                        "cusparse_analysis_ms": [4.0, 1.0], "cusparse_solve_ms": [2.0, 1.0],
                        "speedup_syncfree_warp": [1.5, 0.5], "total_speedup_syncfree_warp": [3.0, 1.0],
-                       "speedup_syncfree_thread": [4.0, 1.0], "total_speedup_syncfree_thread": [6.0, 2.0]})
+                       "speedup_syncfree_thread": [4.0, 1.0], "total_speedup_syncfree_thread": [6.0, 2.0],
+                       "speedup_syncfree_levels": [3.0, 9.0], "total_speedup_syncfree_levels": [1.0, 1.0]})
     m = summarize(df)
     assert m["n_incorrect"] == 1 and m["geomean_speedup_syncfree_warp"] == pytest.approx(geomean([1.5, 0.5]))
     assert m["geomean_speedup_syncfree_warp_deep"] == 1.5 and m["geomean_speedup_best_syncfree_deep"] == 4.0

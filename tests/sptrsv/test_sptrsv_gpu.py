@@ -78,9 +78,10 @@ def test_multi_gpu_designs_match(entry, kernels_dir):
     spec = M.specs([entry])[0]
     L = spec.build()
     b = np.random.default_rng(4).standard_normal(L.shape[0])
-    timing = dict(kernels_dir=kernels_dir, warmup=1, repeats=2, grain=3, blocks_per_sm=2)
-    for result in (multi.zero_copy(spec, L, b, 2, 4, **timing), multi.unified_memory(L, b, 2, **timing)):
-        assert result["backward"] <= 1e-12 and result["solve_s"] > 0
+    for level_order in (False, True):
+        timing = dict(kernels_dir=kernels_dir, warmup=1, repeats=2, grain=3, blocks_per_sm=2, level_order=level_order)
+        for result in (multi.zero_copy(spec, L, b, 2, 4, **timing), multi.unified_memory(L, b, 2, **timing)):
+            assert result["backward"] <= 1e-12 and result["solve_s"] > 0
 
 
 @two_gpus

@@ -3,8 +3,8 @@ matrix, analysis and solve timed apart (claim sptrsv.syncfree_speedup).
 
 Per matrix, in one run side by side on the same uploaded matrix and right-hand side: each
 solver's analysis (cuSPARSE's and the sync-free counts on the GPU by CUDA events, median of
-``analysis_repeats``; the level-set analysis on the host, once, by the wall clock, as it runs
-there) and its solve (CUDA events, median of ``repeats`` after ``warmup``). Every solver's x is
+``analysis_repeats``; the levels of the level-set and level-ordered sync-free solvers on the
+host, once, by the wall clock, as they run there) and its solve (CUDA events, median of ``repeats`` after ``warmup``). Every solver's x is
 checked after timing: its backward error max|Lx - b| / max(|L||x| + |b|) and its difference
 from cuSPARSE's x, max|x - x_cusparse| / max|x_cusparse|, must be within ``tol``.
 
@@ -24,7 +24,8 @@ import pandas as pd
 from repro.sptrsv import schedule
 from repro.sptrsv.matrices import MatrixSpec
 
-OURS = ("levelset", "syncfree_warp", "syncfree_thread")
+OURS = ("levelset", "syncfree_warp", "syncfree_thread", "syncfree_levels")
+SYNCFREE = ("syncfree_warp", "syncfree_thread", "syncfree_levels")
 
 
 def backward_error(L_gpu, x, b) -> float:
@@ -63,7 +64,7 @@ def measure(spec: MatrixSpec, p, kernels_dir, seed: int, log) -> dict:
     L_gpu = csp.csr_matrix((m.csr[2], m.csr[1], m.csr[0]), shape=(m.n, m.n))
     made = solvers(m, b, kernels_dir, methods=tuple(p.methods))
     for name, s in made.items():
-        if name == "levelset":
+        if name == "levelset" or getattr(s, "host_analysis", False):
             t0 = time.perf_counter()
             s.analyse()
             cupy.cuda.runtime.deviceSynchronize()
@@ -111,7 +112,7 @@ def summarize(df: pd.DataFrame) -> dict[str, float]:
         if len(deep):
             metrics[f"geomean_{col}_deep"] = geomean(deep[col])
             metrics[f"min_{col}_deep"] = float(deep[col].min())
-    sync = [c for c in ("speedup_syncfree_warp", "speedup_syncfree_thread") if c in df]
+    sync = [f"speedup_{c}" for c in SYNCFREE if f"speedup_{c}" in df]
     if sync and len(deep):
         best = deep[sync].max(axis=1)
         metrics["geomean_speedup_best_syncfree_deep"] = geomean(best)

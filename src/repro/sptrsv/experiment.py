@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +38,7 @@ class EmulationParams:
     virtual_gpus: list[int] = field(default_factory=lambda: [2, 4])  # k of the multi-GPU schedule
     workers: int = 8  # persistent warps per virtual GPU
     grain: int = 2  # rows per task of the pool
+    orders: list[str] = field(default_factory=lambda: ["natural", "levels"])  # the pools' row orders
     sequential_max_rows: int = 3000  # the one-row-at-a-time adversary only up to this size
     tol: float = 1e-10  # max |x - x_scipy| / max |x_scipy|
 
@@ -61,10 +63,12 @@ def emulation(p: EmulationParams, ctx: Context) -> Result:
                "err_syncfree_rounds": rel_err(schedule.syncfree_solve(L, b, seed=ctx.seed + i), ref)}
         if L.shape[0] <= p.sequential_max_rows:
             row["err_syncfree_sequential"] = rel_err(schedule.syncfree_solve(L, b, seed=ctx.seed + i, sequential=True), ref)
-        for k in p.virtual_gpus:
-            x, trace = schedule.multigpu_solve(L, b, k, workers=p.workers, grain=p.grain, seed=ctx.seed + i)
-            row[f"err_multigpu_k{k}"] = rel_err(x, ref)
-            traces.append({"matrix": spec.name, "k": k, "remote_fraction": trace.remote_fraction, "ticks": trace.ticks,
+        for k, order in itertools.product(p.virtual_gpus, p.orders):
+            x, trace = schedule.multigpu_solve(L, b, k, workers=p.workers, grain=p.grain, seed=ctx.seed + i,
+                                               order=order, analysis=a)
+            row[f"err_multigpu_k{k}_{order}"] = rel_err(x, ref)
+            traces.append({"matrix": spec.name, "k": k, "order": order, "remote_fraction": trace.remote_fraction,
+                           "ticks": trace.ticks,
                            **{f"rows_gpu{g}": int(np.diff(trace.bounds)[g]) for g in range(k)},
                            **{f"remote_gpu{g}": int(trace.remote_pushes[g]) for g in range(k)}})
         rows.append(row)
@@ -86,7 +90,8 @@ def _bench_matrices() -> list[dict]:
 @dataclass
 class SingleGPUParams:
     matrices: list[dict] = field(default_factory=_bench_matrices)  # {name, kind, ...generator arguments}
-    methods: list[str] = field(default_factory=lambda: ["cusparse", "levelset", "syncfree_warp", "syncfree_thread"])
+    methods: list[str] = field(default_factory=lambda: ["cusparse", "levelset", "syncfree_warp", "syncfree_thread",
+                                                        "syncfree_levels"])
     warmup: int = 3
     repeats: int = 20  # CUDA-event-timed solves per method (median), at most
     min_repeats: int = 3  # at least, however slow the solver
@@ -109,7 +114,7 @@ def single_gpu(p: SingleGPUParams, ctx: Context) -> Result:
     for _, r in df[~df["ok"]].iterrows():
         ctx.log.error("%s: a solver's x is off by more than tol=%g", r.matrix, p.tol)
     return Result(metrics=bench.summarize(df), tables={"points": df},
-                  tags={"timing": "CUDA events, median; level-set analysis on the host (wall clock)",
+                  tags={"timing": "CUDA events, median; levels computed on the host (wall clock)",
                         "gpu": _gpu_name()})
 
 
@@ -126,6 +131,7 @@ class MultiGPUParams:
     repeats: int = 10  # timed solves per design (median)
     grain: int = 4  # rows per task of each GPU's pool
     blocks_per_sm: int = 4  # persistent blocks of 256 threads per SM
+    level_order: bool = True  # each GPU's pool hands out its rows by level (False: ascending rows)
     tol: float = 1e-10  # backward error of each design's x
 
 
@@ -140,7 +146,7 @@ def multi_gpu(p: MultiGPUParams, ctx: Context) -> Result:
     multi.check_gpus(k, torch.cuda.device_count())
     kernels_dir = Path(ctx.inputs["kernels"]) if "kernels" in ctx.inputs else kernels.default_dir()
     timing = dict(kernels_dir=kernels_dir, warmup=p.warmup, repeats=p.repeats, grain=p.grain,
-                  blocks_per_sm=p.blocks_per_sm)
+                  blocks_per_sm=p.blocks_per_sm, level_order=p.level_order)
     rows = []
     for i, spec in enumerate(ctx.progress(specs(p.matrices), desc=f"sptrsv on {k} GPUs")):
         L = spec.build()

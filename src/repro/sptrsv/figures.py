@@ -20,7 +20,7 @@ import seaborn as sns  # noqa: E402
 
 from repro.figures import run_record, run_subtitle  # noqa: E402
 
-SOLVERS = ("cusparse", "levelset", "syncfree_warp", "syncfree_thread")
+SOLVERS = ("cusparse", "levelset", "syncfree_warp", "syncfree_thread", "syncfree_levels")
 
 
 def _titled(fig: plt.Figure, title: str, run_dir: Path) -> plt.Figure:
@@ -45,10 +45,10 @@ def single_gpu(run_dir: Path) -> plt.Figure:
     axes[1].axhline(1.0, color="black", lw=0.8, ls="--")
     axes[1].axhline(2.0, color="gray", lw=0.8, ls=":")
     axes[1].set(yscale="log", ylabel="speedup over cuSPARSE solve (x)", xlabel="", title="solve speedup (dotted: 2x target)")
-    for s, marker in zip(solvers, "osD^"):
+    for s, marker in zip(solvers, "osD^v"):
         axes[2].scatter(df[f"{s}_solve_ms"], df[f"{s}_analysis_ms"], label=s, marker=marker, s=20)
     axes[2].set(xscale="log", yscale="log", xlabel="solve (ms)", ylabel="analysis (ms)",
-                title="analysis against solve, per matrix (level-set analysis: host wall clock)")
+                title="analysis against solve, per matrix (levels: host wall clock)")
     axes[2].legend(fontsize=7)
     for ax in axes[:2]:
         ax.tick_params(axis="x", rotation=45, labelsize=7)

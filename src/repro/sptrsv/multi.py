@@ -2,6 +2,9 @@
 atomics with the task pool, both running the kernel of sptrsv_multi.cu (twin:
 schedule.multigpu_solve) on the same row partition (schedule.partition).
 
+Each GPU's task pool hands out its rows in ascending order or, with ``level_order``, by level
+(the kernel's ``order``): the same for both designs.
+
 - Unified memory (the paper's baseline): one process drives the k GPUs. The rows' left sums and
   counters are one ``cudaMallocManaged`` array each; GPU g's parts are slices of them, so pages
   migrate between GPUs on demand. Each GPU zeroes its own slice before a solve.
@@ -48,6 +51,7 @@ class Part:
     val: np.ndarray
     need: np.ndarray  # int32
     b: np.ndarray
+    order: np.ndarray | None  # local rows (0-based) in the pool's order; None: ascending
 
 
 def check_gpus(k: int, visible: int | None = None) -> None:
@@ -60,9 +64,10 @@ def check_gpus(k: int, visible: int | None = None) -> None:
         raise ValueError(f"multi-GPU SpTRSV on {k} GPUs, but {visible} are visible")
 
 
-def split(L: sp.csr_matrix, b: np.ndarray, k: int) -> tuple[np.ndarray, list[Part]]:
-    """The row partition and each GPU's part."""
+def split(L: sp.csr_matrix, b: np.ndarray, k: int, level_order: bool = False) -> tuple[np.ndarray, list[Part]]:
+    """The row partition and each GPU's part (with its rows by level if ``level_order``)."""
     bounds = schedule.partition(L, k)
+    orders = schedule.pool_orders(L, bounds, "levels") if level_order else [None] * k
     csc = L.tocsc()
     csc.sort_indices()
     need = (np.diff(L.indptr) - 1).astype(np.int32)
@@ -71,7 +76,8 @@ def split(L: sp.csr_matrix, b: np.ndarray, k: int) -> tuple[np.ndarray, list[Par
         lo, hi = int(bounds[g]), int(bounds[g + 1])
         s, e = csc.indptr[lo], csc.indptr[hi]
         parts.append(Part(lo, hi, (csc.indptr[lo:hi + 1] - s).astype(np.int64), csc.indices[s:e].astype(np.int32),
-                          csc.data[s:e].copy(), need[lo:hi].copy(), b[lo:hi].copy()))
+                          csc.data[s:e].copy(), need[lo:hi].copy(), b[lo:hi].copy(),
+                          None if orders[g] is None else (orders[g] - lo).astype(np.int32)))
     return bounds, parts
 
 
@@ -98,7 +104,8 @@ def _launch(fn, grid, part_dev: dict, sums_ptrs, counts_ptrs, bounds_dev, k: int
     """One solve's kernel on ``stream`` (None: CuPy's current stream)."""
     fn(grid, (THREADS, 1, 1), (part_dev["colptr"], part_dev["rowidx"], part_dev["val"], part_dev["b"], part_dev["x"],
                                sums_ptrs, counts_ptrs, bounds_dev, np.int32(k), np.int32(me), part_dev["need"],
-                               part_dev["pool"], np.int64(part_dev["n"]), np.int32(grain)), stream=stream)
+                               part_dev["pool"], np.int64(part_dev["n"]), np.int32(grain), part_dev["order"]),
+       stream=stream)
 
 
 def _to_device(part: Part) -> dict:
@@ -106,11 +113,12 @@ def _to_device(part: Part) -> dict:
 
     return {"colptr": cupy.asarray(part.colptr), "rowidx": cupy.asarray(part.rowidx), "val": cupy.asarray(part.val),
             "need": cupy.asarray(part.need), "b": cupy.asarray(part.b), "x": cupy.zeros(part.hi - part.lo),
-            "pool": cupy.zeros(1, dtype=np.int32), "n": part.hi - part.lo}
+            "pool": cupy.zeros(1, dtype=np.int32), "n": part.hi - part.lo,
+            "order": np.uint64(0) if part.order is None else cupy.asarray(part.order)}
 
 
 def unified_memory(L: sp.csr_matrix, b: np.ndarray, k: int, *, kernels_dir: Path | None, warmup: int, repeats: int,
-                   grain: int, blocks_per_sm: int) -> dict:
+                   grain: int, blocks_per_sm: int, level_order: bool) -> dict:
     """Time the unified-memory design on GPUs 0..k-1 of this process; returns times and the check."""
     import cupy
 
@@ -119,7 +127,7 @@ def unified_memory(L: sp.csr_matrix, b: np.ndarray, k: int, *, kernels_dir: Path
         if not cupy.cuda.runtime.getDeviceProperties(g).get("concurrentManagedAccess", 1):
             raise RuntimeError(f"GPU {g} lacks concurrent managed access: the unified-memory design cannot run here")
     n = L.shape[0]
-    bounds, parts = split(L, b, k)
+    bounds, parts = split(L, b, k, level_order)
     with cupy.cuda.Device(0):
         sums_mem = cupy.cuda.malloc_managed(n * 8)
         counts_mem = cupy.cuda.malloc_managed(n * 4)
@@ -171,7 +179,7 @@ def unified_memory(L: sp.csr_matrix, b: np.ndarray, k: int, *, kernels_dir: Path
 
 
 def zero_copy_worker(rank: int, world: int, spec: MatrixSpec, seed: int, kernels_dir: str | None, warmup: int,
-                     repeats: int, grain: int, blocks_per_sm: int) -> dict:
+                     repeats: int, grain: int, blocks_per_sm: int, level_order: bool) -> dict:
     """One rank of the zero-copy design (run by repro.multigpu.launch with the nccl backend)."""
     import cupy
     import torch
@@ -184,7 +192,7 @@ def zero_copy_worker(rank: int, world: int, spec: MatrixSpec, seed: int, kernels
     cupy.cuda.Device(rank).use()
     L = spec.build()
     b = np.random.default_rng(seed).standard_normal(L.shape[0])
-    bounds, parts = split(L, b, world)
+    bounds, parts = split(L, b, world, level_order)
     part = parts[rank]
     n_max = int(np.diff(bounds).max())
     sums = symm.empty(n_max, dtype=torch.float64, device=f"cuda:{rank}")
@@ -220,14 +228,14 @@ def zero_copy_worker(rank: int, world: int, spec: MatrixSpec, seed: int, kernels
 
 
 def zero_copy(spec: MatrixSpec, L: sp.csr_matrix, b: np.ndarray, k: int, seed: int, *, kernels_dir: Path | None,
-              warmup: int, repeats: int, grain: int, blocks_per_sm: int) -> dict:
+              warmup: int, repeats: int, grain: int, blocks_per_sm: int, level_order: bool) -> dict:
     """Time the zero-copy design with one process per GPU; the solve time is the slowest rank's."""
     from repro import multigpu
 
     check_gpus(k)
     ranks = multigpu.launch(zero_copy_worker, k, backend="nccl",
                             args=(spec, seed, str(kernels_dir) if kernels_dir else None, warmup, repeats, grain,
-                                  blocks_per_sm))
+                                  blocks_per_sm, level_order))
     times = np.max([r["times"] for r in ranks], axis=0)
     x = np.concatenate([r["x"] for r in sorted(ranks, key=lambda r: r["lo"])])
     return {"solve_s": float(np.median(times)), "min_s": float(times.min()), "backward": backward_error(L, x, b)}

@@ -12,7 +12,8 @@
   random order (``sequential=True`` runs one random ready row at a time).
 - :func:`partition` / :func:`multigpu_solve`: the multi-GPU schedule: rows cut into k contiguous
   blocks of about equal non-zeros, one per GPU; each GPU's task pool hands its rows out in
-  ascending order, ``grain`` rows per task, to ``workers`` persistent warps; a push to a row
+  ascending order or by level (:func:`pool_orders`), ``grain`` rows per task, to ``workers``
+  persistent warps; a push to a row
   another GPU owns is a remote atomic (counted). A tick lets every worker holding a ready task run
   it; a tick without progress while tasks remain is a deadlock and raises.
 
@@ -191,14 +192,28 @@ class MultiGPUTrace:
         return float(self.remote_pushes.sum() / total) if total else 0.0
 
 
+def pool_orders(L: sp.csr_matrix, bounds: np.ndarray, order: str, analysis: Analysis | None = None) -> list[np.ndarray]:
+    """Each GPU's rows in the order its pool hands them out: "natural" (ascending) or "levels"
+    (by level, ascending within a level)."""
+    if order not in ("natural", "levels"):
+        raise ValueError(f"pool order must be 'natural' or 'levels', got {order!r}")
+    blocks = [np.arange(bounds[g], bounds[g + 1]) for g in range(len(bounds) - 1)]
+    if order == "natural":
+        return blocks
+    level = (analysis or analyse(L)).level
+    return [rows[np.argsort(level[rows], kind="stable")] for rows in blocks]
+
+
 def multigpu_solve(L: sp.csr_matrix, b: np.ndarray, k: int, workers: int = 4, grain: int = 1,
-                   seed: int = 0) -> tuple[np.ndarray, MultiGPUTrace]:
-    """x with L x = b on k virtual GPUs with per-GPU ascending task pools (see the module doc)."""
+                   seed: int = 0, order: str = "natural",
+                   analysis: Analysis | None = None) -> tuple[np.ndarray, MultiGPUTrace]:
+    """x with L x = b on k virtual GPUs with per-GPU task pools (see the module doc)."""
     L = check_lower(L)
     b = check_rhs(L, b)
     if workers < 1 or grain < 1:
         raise ValueError(f"workers and grain must be >= 1, got workers={workers}, grain={grain}")
     bounds = partition(L, k)
+    queues = pool_orders(L, bounds, order, analysis)
     rng = np.random.default_rng(seed)
     n = L.shape[0]
     owner = np.repeat(np.arange(k), np.diff(bounds))
@@ -209,7 +224,7 @@ def multigpu_solve(L: sp.csr_matrix, b: np.ndarray, k: int, workers: int = 4, gr
     count = np.zeros(n, dtype=np.int64)
     left_sum = np.zeros(n)
     x = np.full(n, np.nan)
-    next_row = bounds[:-1].copy()  # each GPU's pool: the next row it hands out
+    next_pos = np.zeros(k, dtype=np.int64)  # each GPU's pool: the next position of its order it hands out
     held: list[list[list[int]]] = [[[] for _ in range(workers)] for _ in range(k)]  # rows left of each task
     local, remote = np.zeros(k, dtype=np.int64), np.zeros(k, dtype=np.int64)
     tasks = np.zeros(k, dtype=np.int64)
@@ -219,10 +234,10 @@ def multigpu_solve(L: sp.csr_matrix, b: np.ndarray, k: int, workers: int = 4, gr
         for g in rng.permutation(k):  # GPUs and their warps in a random order each tick
             for w in rng.permutation(workers):
                 task = held[g][w]
-                if not task and next_row[g] < bounds[g + 1]:
-                    hi = min(next_row[g] + grain, bounds[g + 1])
-                    task.extend(range(next_row[g], hi))
-                    next_row[g] = hi
+                if not task and next_pos[g] < queues[g].size:
+                    hi = min(next_pos[g] + grain, queues[g].size)
+                    task.extend(queues[g][next_pos[g]:hi].tolist())
+                    next_pos[g] = hi
                     tasks[g] += 1
                 while task and count[task[0]] == need[task[0]]:  # a warp runs its task's rows in order
                     i = task.pop(0)

@@ -8,8 +8,10 @@
   levels on the host (schedule.analyse), uploads them and captures the launches in a CUDA graph,
   so the solve is one graph launch.
 - ``SyncFree``: our synchronisation-free kernel (Liu et al. 2016); ``variant`` "warp" (a warp per
-  row) or "thread" (a thread per row). The analysis computes each row's dependency count on the
-  GPU; the solve zeroes the counters, sums and ticket and launches once.
+  row), "thread" (a thread per row), both taking rows in natural order, or "levels" (a thread per
+  row, rows taken in level order). The analysis computes each row's dependency count on the GPU
+  ("levels": also the levels, on the host, as the level-set analysis); the solve zeroes the
+  counters, sums and ticket and launches once.
 
 Each solver holds its output in ``x`` (a CuPy array). Matrices come from :func:`upload`.
 """
@@ -29,6 +31,7 @@ from repro.sptrsv.matrices import check_lower
 
 STEM = "sptrsv"
 THREADS = 256
+METHODS = ("cusparse", "levelset", "syncfree_warp", "syncfree_thread", "syncfree_levels")
 WARP_ROW_NNZ = 16.0  # level-set rows this long on average get a warp each, shorter ones a thread
 
 
@@ -144,13 +147,16 @@ class LevelSet:
 
 
 class SyncFree:
-    """Our synchronisation-free kernel (variant "warp": Liu's warp per row; "thread": a thread per row)."""
+    """Our synchronisation-free kernel (see the module doc for the variants)."""
 
-    def __init__(self, m: DeviceMatrix, b, kernels_dir: Path | None = None, variant: str = "warp"):
+    VARIANTS = {"warp": "syncfree_warp", "thread": "syncfree_thread", "levels": "syncfree_thread"}
+
+    def __init__(self, m: DeviceMatrix, b, kernels_dir: Path | None = None, variant: str = "warp",
+                 analysis: schedule.Analysis | None = None):
         import cupy
 
-        if variant not in ("warp", "thread"):
-            raise ValueError(f"sync-free variant must be 'warp' or 'thread', got {variant!r}")
+        if variant not in self.VARIANTS:
+            raise ValueError(f"sync-free variant must be one of {sorted(self.VARIANTS)}, got {variant!r}")
         self.name = f"syncfree_{variant}"
         self.m, self.b, self.variant = m, b, variant
         self.x = cupy.zeros(m.n, dtype=np.float64)
@@ -158,14 +164,26 @@ class SyncFree:
         self.count = cupy.zeros(m.n, dtype=np.int32)
         self.ticket = cupy.zeros(1, dtype=np.int32)
         self.need = None
-        self._fn = kernels.function(STEM, f"syncfree_{variant}", m.device, kernels_dir)
+        self.order = np.uint64(0)  # null: natural order
+        self._analysis = analysis
+        self._fn = kernels.function(STEM, self.VARIANTS[variant], m.device, kernels_dir)
         rows_per_block = THREADS // 32 if variant == "warp" else THREADS
         self._grid = _blocks(m.n, rows_per_block)
 
+    @property
+    def host_analysis(self) -> bool:
+        """Whether the analysis runs on the host (timed by the wall clock, not CUDA events)."""
+        return self.variant == "levels"
+
     def analyse(self) -> None:
-        """Each row's dependency count: its CSR length less the diagonal (one GPU pass)."""
+        """Each row's dependency count: its CSR length less the diagonal (one GPU pass); for
+        "levels" also the rows in level order."""
+        import cupy
+
         row_ptr = self.m.csr[0]
         self.need = (row_ptr[1:] - row_ptr[:-1] - 1).astype(np.int32)
+        if self.variant == "levels":
+            self.order = cupy.asarray((self._analysis or schedule.analyse(self.m.host)).perm)
 
     def solve(self) -> None:
         self.count.fill(0)
@@ -173,11 +191,11 @@ class SyncFree:
         self.ticket.fill(0)
         indptr, indices, data = self.m.csc
         self._fn(self._grid, (THREADS, 1, 1), (indptr, indices, data, self.b, self.x, self.left_sum, self.count,
-                                               self.need, self.ticket, np.int32(self.m.n)))
+                                               self.need, self.ticket, np.int32(self.m.n), self.order))
 
 
 def solvers(m: DeviceMatrix, b, kernels_dir: Path | None, analysis: schedule.Analysis | None = None,
-            methods: tuple[str, ...] = ("cusparse", "levelset", "syncfree_warp", "syncfree_thread")) -> dict[str, Any]:
+            methods: tuple[str, ...] = METHODS) -> dict[str, Any]:
     """The named solvers for one uploaded matrix and right-hand side."""
     made: dict[str, Any] = {}
     for name in methods:
@@ -186,7 +204,7 @@ def solvers(m: DeviceMatrix, b, kernels_dir: Path | None, analysis: schedule.Ana
         elif name == "levelset":
             made[name] = LevelSet(m, b, kernels_dir, analysis)
         elif name.startswith("syncfree_"):
-            made[name] = SyncFree(m, b, kernels_dir, name.removeprefix("syncfree_"))
+            made[name] = SyncFree(m, b, kernels_dir, name.removeprefix("syncfree_"), analysis)
         else:
-            raise ValueError(f"unknown solver {name!r}; choose from cusparse, levelset, syncfree_warp, syncfree_thread")
+            raise ValueError(f"unknown solver {name!r}; choose from {', '.join(METHODS)}")
     return made

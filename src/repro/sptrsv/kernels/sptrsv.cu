@@ -11,9 +11,12 @@
 // columns are sorted, so column i's diagonal is its first entry. No barrier between levels.
 // `syncfree_warp` is Liu's mapping (a warp per row, its lanes share the pushes);
 // `syncfree_thread` gives each row a thread, so 32x more rows are in flight at once.
-// Blocks take their rows in ascending order from `ticket` when they start, so every row a
-// resident block waits for belongs to a block that is resident or done: no deadlock, whatever
-// order the hardware starts blocks in. count, left_sum and ticket are zero before each solve.
+// Blocks take their rows from `ticket` when they start, in natural order or, when `order` is not
+// null, in that order (the level sets back to back): either way every row comes after the rows it
+// depends on, so every row a resident block waits for belongs to a block that is resident or done:
+// no deadlock, whatever order the hardware starts blocks in. In level order the rows in flight
+// cover whole wavefronts instead of a window of consecutive rows. count, left_sum and ticket are
+// zero before each solve.
 
 #include <cstdint>
 
@@ -49,13 +52,15 @@ extern "C" __global__ void levelset_warp(const int* __restrict__ rowptr, const i
 extern "C" __global__ void syncfree_warp(const int* __restrict__ colptr, const int* __restrict__ rowidx,
                                          const double* __restrict__ val, const double* __restrict__ b,
                                          double* __restrict__ x, double* left_sum, int* count,
-                                         const int* __restrict__ need, int* ticket, int n) {
+                                         const int* __restrict__ need, int* ticket, int n,
+                                         const int* __restrict__ order) {
     __shared__ int base;
     if (threadIdx.x == 0) base = atomicAdd(ticket, 1) * (blockDim.x >> 5);
     __syncthreads();
     int i = base + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (i >= n) return;
+    if (order != nullptr) i = order[i];
     if (lane == 0) {
         int want = need[i];
         while (load_volatile(count + i) != want) {
@@ -77,12 +82,14 @@ extern "C" __global__ void syncfree_warp(const int* __restrict__ colptr, const i
 extern "C" __global__ void syncfree_thread(const int* __restrict__ colptr, const int* __restrict__ rowidx,
                                            const double* __restrict__ val, const double* __restrict__ b,
                                            double* __restrict__ x, double* left_sum, int* count,
-                                           const int* __restrict__ need, int* ticket, int n) {
+                                           const int* __restrict__ need, int* ticket, int n,
+                                           const int* __restrict__ order) {
     __shared__ int base;
     if (threadIdx.x == 0) base = atomicAdd(ticket, 1) * blockDim.x;
     __syncthreads();
     int i = base + threadIdx.x;
     if (i >= n) return;
+    if (order != nullptr) i = order[i];
     int want = need[i];
     while (load_volatile(count + i) != want) {
     }

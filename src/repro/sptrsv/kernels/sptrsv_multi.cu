@@ -13,9 +13,10 @@
 // counter, so a GPU that sees a counter complete sees the sum.
 //
 // Task pool: the kernel is persistent (a grid that fits on the GPU); each warp takes the next
-// `grain` rows of its GPU from `pool` (ascending), solves them in order, and comes back until the
-// GPU's rows run out. Rows only depend on lower rows, which were handed out earlier, so the lowest
-// unsolved row always has a warp: no deadlock for any grid size or grain.
+// `grain` positions of its GPU's row order from `pool`, solves those rows in turn, and comes back
+// until the GPU's rows run out. The order is ascending rows (order == null) or the GPU's rows by
+// level; in both a row's dependencies come before it, so the lowest unsolved row (by level) always
+// has a warp or gets the next one: no deadlock for any grid size or grain.
 
 #include <cstdint>
 
@@ -33,7 +34,8 @@ extern "C" __global__ void syncfree_pool(const long long* __restrict__ colptr, c
                                          double* __restrict__ x, const unsigned long long* __restrict__ sums,
                                          const unsigned long long* __restrict__ counts,
                                          const long long* __restrict__ bounds, int k, int me,
-                                         const int* __restrict__ need, int* pool, long long n_local, int grain) {
+                                         const int* __restrict__ need, int* pool, long long n_local, int grain,
+                                         const int* __restrict__ order) {
     __shared__ long long bnd[9];
     if (threadIdx.x <= k && threadIdx.x < 9) bnd[threadIdx.x] = bounds[threadIdx.x];
     __syncthreads();
@@ -46,7 +48,8 @@ extern "C" __global__ void syncfree_pool(const long long* __restrict__ colptr, c
         first = __shfl_sync(0xffffffffu, first, 0);
         if (first >= n_local) return;
         long long last = first + grain < n_local ? first + grain : n_local;
-        for (long long i = first; i < last; ++i) {
+        for (long long t = first; t < last; ++t) {
+            const long long i = order != nullptr ? order[t] : t;
             if (lane == 0) {
                 int want = need[i];
                 while (load_volatile(my_count + i) != want) {
