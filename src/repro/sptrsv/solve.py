@@ -130,7 +130,7 @@ class LevelSet:
         per_block = THREADS // 32 if warp else THREADS
         self._perm = cupy.asarray(a.perm)
         indptr, indices, data = self.m.csr
-        stream = cupy.cuda.Stream()
+        stream = cupy.cuda.Stream(non_blocking=True)  # capture needs a stream apart from the legacy one
         with stream:
             stream.begin_capture()
             for k in range(a.levels):
