@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 from repro import kernels  # noqa: E402
 from repro.build_kernels import build  # noqa: E402
 from repro.experiment import Context  # noqa: E402
-from repro.interconnect import hostdevice, p2p  # noqa: E402
+from repro.interconnect import p2p  # noqa: E402
 from repro.interconnect.experiment import (CollectiveParams, HostDeviceParams, P2PParams, collectives,  # noqa: E402
                                            host_device)
 from repro.interconnect.experiment import p2p as p2p_experiment  # noqa: E402

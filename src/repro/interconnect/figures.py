@@ -32,7 +32,8 @@ def p2p(run_dir: Path) -> plt.Figure:
     axes[0].set(xscale="log", yscale="log", xlabel="bytes per direction", ylabel="GB/s",
                 title="P2P bandwidth (band: spread over GPU pairs)")
     axes[0].legend(fontsize=6)
-    top = df[(df["bytes"] == df["bytes"].max()) & (df["method"] == "ce") & (df["direction"] == "uni") & (df["p2p"] == "on")]
+    top = df[(df["bytes"] == df["bytes"].max()) & (df["method"] == "ce") & (df["direction"] == "uni")
+             & (df["p2p"] == "on")]
     grid = top.pivot(index="src", columns="dst", values="gbps")
     sns.heatmap(grid, annot=True, fmt=".0f", cmap="viridis", ax=axes[1], cbar_kws={"label": "GB/s"})
     axes[1].set(title="copy-engine one-way GB/s at the largest size")

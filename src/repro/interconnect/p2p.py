@@ -32,7 +32,8 @@ PEER_ALREADY = (704, 705)  # cudaErrorPeerAccessAlreadyEnabled, cudaErrorPeerAcc
 def sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
     """min_bytes, min_bytes * factor, ... up to max_bytes, which is always included."""
     if min_bytes < 1 or max_bytes < min_bytes or factor < 2:
-        raise ValueError(f"sizes need 1 <= min_bytes <= max_bytes and factor >= 2; got {min_bytes}, {max_bytes}, {factor}")
+        raise ValueError(f"sizes need 1 <= min_bytes <= max_bytes and factor >= 2; "
+                         f"got {min_bytes}, {max_bytes}, {factor}")
     out, s = [], min_bytes
     while s < max_bytes:
         out.append(s)
@@ -168,6 +169,7 @@ def measure(devices: list[int], p, kernels_dir: Path | None, log) -> tuple[list[
             log.info("P2P %s %d->%d done", p2p, src, dst)
     set_peer_access(devices, True)
     for src, dst in itertools.permutations(devices, 2):
-        lat.append({"src": src, "dst": dst, "latency_us": rig.latency(dst, src, p.chase_slots, p.chase_steps, p.seed) * 1e6,
+        lat.append({"src": src, "dst": dst,
+                    "latency_us": rig.latency(dst, src, p.chase_slots, p.chase_steps, p.seed) * 1e6,
                     "local_latency_us": rig.latency(dst, dst, p.chase_slots, p.chase_steps, p.seed) * 1e6})
     return points, lat

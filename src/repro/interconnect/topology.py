@@ -53,7 +53,7 @@ def parse_topo(text: str) -> Topology:
         if not cells or not re.fullmatch(r"GPU\d+", cells[0]):
             continue
         i = int(cells[0][3:])
-        for col, label in zip(cols, cells[1:]):
+        for col, label in zip(cols, cells[1:], strict=False):  # rows may end early (empty affinity cells)
             if col in gpu_cols and col != cells[0]:
                 links[(i, int(col[3:]))] = label
     return Topology(gpus=len(gpu_cols), links=links, source="nvidia-smi topo -m")
@@ -127,6 +127,7 @@ def hypotheses(topo: Topology, pairs: pd.DataFrame, margin: float = 1.1) -> pd.D
                      "the matrix shows no PCIe path differences between pairs" if not pcie else
                      f"every pair has the same PCIe path ({PCIE[next(iter(pcie.values()))]})", float("nan"), None))
     uni = pairs["uni_gbps"] if len(pairs) else pd.Series(dtype=float)
+    spread = _spread(uni)
     rows.append(("uniformity", "every ordered pair within 5% of the others (what a uniform topology predicts)",
-                 len(uni) > 1, f"{len(uni)} ordered pairs", _spread(uni), (_spread(uni) <= 1.05) if len(uni) > 1 else None))
+                 len(uni) > 1, f"{len(uni)} ordered pairs", spread, (spread <= 1.05) if len(uni) > 1 else None))
     return pd.DataFrame(rows, columns=["effect", "hypothesis", "testable", "basis", "ratio", "holds"])

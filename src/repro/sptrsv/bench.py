@@ -4,8 +4,8 @@ matrix, analysis and solve timed apart (claim sptrsv.syncfree_speedup).
 Per matrix, in one run side by side on the same uploaded matrix and right-hand side: each
 solver's analysis (cuSPARSE's and the sync-free counts on the GPU by CUDA events, median of
 ``analysis_repeats``; the levels of the level-set and level-ordered sync-free solvers on the
-host, once, by the wall clock, as they run there) and its solve (CUDA events, median of ``repeats`` after ``warmup``). Every solver's x is
-checked after timing: its backward error max|Lx - b| / max(|L||x| + |b|) and its difference
+host, once, by the wall clock, as they run there) and its solve (CUDA events, median of up to
+``repeats``, see :func:`solve_time`). Every solver's x is checked after timing: its backward error max|Lx - b| / max(|L||x| + |b|) and its difference
 from cuSPARSE's x, max|x - x_cusparse| / max|x_cusparse|, must be within ``tol``.
 
 Columns of the ``points`` table: the matrix's name, family, rows, nnz, levels, critical_path;
@@ -118,5 +118,6 @@ def summarize(df: pd.DataFrame) -> dict[str, float]:
         metrics["geomean_speedup_best_syncfree_deep"] = geomean(best)
         metrics["min_speedup_best_syncfree_deep"] = float(best.min())
     if "cusparse_analysis_ms" in df:
-        metrics["median_cusparse_analysis_over_solve"] = float((df["cusparse_analysis_ms"] / df["cusparse_solve_ms"]).median())
+        ratio = df["cusparse_analysis_ms"] / df["cusparse_solve_ms"]
+        metrics["median_cusparse_analysis_over_solve"] = float(ratio.median())
     return metrics

@@ -62,7 +62,8 @@ def emulation(p: EmulationParams, ctx: Context) -> Result:
                "err_levelset": rel_err(schedule.levelset_solve(L, b, a), ref),
                "err_syncfree_rounds": rel_err(schedule.syncfree_solve(L, b, seed=ctx.seed + i), ref)}
         if L.shape[0] <= p.sequential_max_rows:
-            row["err_syncfree_sequential"] = rel_err(schedule.syncfree_solve(L, b, seed=ctx.seed + i, sequential=True), ref)
+            x = schedule.syncfree_solve(L, b, seed=ctx.seed + i, sequential=True)
+            row["err_syncfree_sequential"] = rel_err(x, ref)
         for k, order in itertools.product(p.virtual_gpus, p.orders):
             x, trace = schedule.multigpu_solve(L, b, k, workers=p.workers, grain=p.grain, seed=ctx.seed + i,
                                                order=order, analysis=a)

@@ -44,8 +44,9 @@ def single_gpu(run_dir: Path) -> plt.Figure:
     sns.barplot(data=speed, x="matrix", y="x", hue="solver", ax=axes[1])
     axes[1].axhline(1.0, color="black", lw=0.8, ls="--")
     axes[1].axhline(2.0, color="gray", lw=0.8, ls=":")
-    axes[1].set(yscale="log", ylabel="speedup over cuSPARSE solve (x)", xlabel="", title="solve speedup (dotted: 2x target)")
-    for s, marker in zip(solvers, "osD^v"):
+    axes[1].set(yscale="log", ylabel="speedup over cuSPARSE solve (x)", xlabel="",
+                title="solve speedup (dotted: 2x target)")
+    for s, marker in zip(solvers, "osD^v", strict=True):
         axes[2].scatter(df[f"{s}_solve_ms"], df[f"{s}_analysis_ms"], label=s, marker=marker, s=20)
     axes[2].set(xscale="log", yscale="log", xlabel="solve (ms)", ylabel="analysis (ms)",
                 title="analysis against solve, per matrix (levels: host wall clock)")
@@ -62,7 +63,8 @@ def multi_gpu(run_dir: Path) -> plt.Figure:
     sns.barplot(data=df, x="matrix", y="speedup", color="tab:green", ax=axes[0])
     axes[0].axhline(1.0, color="black", lw=0.8, ls="--")
     axes[0].axhline(3.53, color="gray", lw=0.8, ls=":")
-    axes[0].set(ylabel="zero-copy over unified memory (x)", xlabel="", title="speedup (dotted: the paper's 3.53x on 4 V100)")
+    axes[0].set(ylabel="zero-copy over unified memory (x)", xlabel="",
+                title="speedup (dotted: the paper's 3.53x on 4 V100)")
     sns.barplot(data=df, x="matrix", y="remote_fraction", color="tab:purple", ax=axes[1])
     axes[1].set(ylabel="share of pushes to another GPU", xlabel="", title="remote pushes of the row partition")
     for ax in axes:

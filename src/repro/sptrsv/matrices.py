@@ -60,8 +60,8 @@ def check_lower(L, name: str = "L") -> sp.csr_matrix:
     if (diag == 0).any():
         i = int(np.argmax(diag == 0))
         raise MatrixError(f"{name}: singular: zero or missing diagonal at row {i}")
-    return sp.csr_matrix((L.data, L.indices.astype(np.int32), L.indptr.astype(np.int64 if L.nnz >= 2**31 else np.int32)),
-                         shape=L.shape)
+    indptr = L.indptr.astype(np.int64 if L.nnz >= 2**31 else np.int32)
+    return sp.csr_matrix((L.data, L.indices.astype(np.int32), indptr), shape=L.shape)
 
 
 def poisson(shape: tuple[int, ...], factor: str = "ic0") -> sp.csr_matrix:

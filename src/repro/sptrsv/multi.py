@@ -150,7 +150,7 @@ def unified_memory(L: sp.csr_matrix, b: np.ndarray, k: int, *, kernels_dir: Path
                 cupy.cuda.runtime.memsetAsync(sums_mem.ptr + 8 * lo, 0, 8 * rows, dev["stream"].ptr)
                 cupy.cuda.runtime.memsetAsync(counts_mem.ptr + 4 * lo, 0, 4 * rows, dev["stream"].ptr)
                 dev["pool"].fill(0)
-        for g, dev in enumerate(per_gpu):
+        for dev in per_gpu:
             dev["stream"].synchronize()
         with cupy.cuda.Device(0):
             start, end = cupy.cuda.Event(), cupy.cuda.Event()
