@@ -51,3 +51,22 @@ def test_backend_for():
     assert multigpu.backend_for("cuda") == "nccl" and multigpu.backend_for("cpu") == "gloo"
     with pytest.raises(ValueError, match="device must be"):
         multigpu.backend_for("tpu")
+
+
+def _device_worker(rank: int, world: int) -> dict:
+    import torch
+    import torch.distributed as dist
+
+    t = torch.full((4,), float(rank + 1), device="cuda")
+    dist.all_reduce(t)
+    return {"device": torch.cuda.current_device(), "sum": float(t[0].item()), "backend": dist.get_backend()}
+
+
+@pytest.mark.gpu
+def test_nccl_workers_get_a_gpu_each():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    results = multigpu.launch(_device_worker, 2, backend="nccl", timeout_s=300)
+    assert [r["device"] for r in results] == [0, 1]
+    assert all(r["sum"] == 3.0 and r["backend"] == "nccl" for r in results)
