@@ -35,6 +35,16 @@ def test_parse_cube_mesh():
     assert t.nvlinks(0, 3) == 2 and t.nvlinks(0, 1) == 1 and t.nvlinks(0, 5) == 0 and t.pcie_distance(0, 5) == 4
 
 
+def test_visible_gpus_are_renumbered():
+    t = T.visible(T.parse_topo(DGX1), T.physical_ids(2, "4,7"))
+    assert t.gpus == 2 and t.links == {(0, 1): "NV2", (1, 0): "NV2"}
+    assert T.physical_ids(3, None) == [0, 1, 2]
+    with pytest.raises(ValueError, match="not a list of GPU indices"):
+        T.physical_ids(1, "GPU-1234")
+    with pytest.raises(ValueError, match=r"GPUs \[9\] are not in the 8-GPU topology"):
+        T.visible(T.parse_topo(DGX1), [0, 9])
+
+
 def test_parse_rejects_other_text():
     with pytest.raises(ValueError, match="no GPU header"):
         T.parse_topo("No devices were found")

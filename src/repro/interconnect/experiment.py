@@ -11,6 +11,7 @@ NVIDIA's nvbandwidth and nccl-tests are the reference tools).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,6 +63,8 @@ def p2p(p: P2PParams, ctx: Context) -> Result:
     kernels_dir = Path(ctx.inputs["kernels"]) if "kernels" in ctx.inputs else kernels.default_dir()
     topo, raw = topology.read_topology()
     (ctx.out_dir / "topology.txt").write_text(raw or topo.source)
+    if topo.gpus:
+        topo = topology.visible(topo, topology.physical_ids(k, os.environ.get("CUDA_VISIBLE_DEVICES")))
     points, latency = p2p_mod.measure(list(range(k)), p, kernels_dir, ctx.log)
     df, lat = pd.DataFrame(points), pd.DataFrame(latency)
     top = df[df["bytes"] == max(p.sizes_bytes)]
@@ -89,7 +92,7 @@ def p2p(p: P2PParams, ctx: Context) -> Result:
     }
     metrics["p2p_uni_frac_reference"] = metrics["p2p_uni_ce_gbps"] / p.reference_uni_gbps
     metrics["p2p_bi_frac_reference"] = metrics["p2p_bi_ce_gbps"] / p.reference_bi_gbps
-    links = sorted({topo.links[(i, j)] for (i, j) in topo.links if i < k and j < k})
+    links = sorted(set(topo.links.values()))
     return Result(metrics=metrics, tables={"points": df, "latency": lat, "hypotheses": hyp,
                                            "topology": topology.pair_table(topo)},
                   artifacts={"topology": ctx.out_dir / "topology.txt"},

@@ -59,6 +59,27 @@ def parse_topo(text: str) -> Topology:
     return Topology(gpus=len(gpu_cols), links=links, source="nvidia-smi topo -m")
 
 
+def visible(topo: Topology, physical: list[int]) -> Topology:
+    """The topology of the GPUs this process sees, renumbered as CUDA numbers them (CUDA device d
+    is nvidia-smi's GPU physical[d])."""
+    missing = [g for g in physical if g >= topo.gpus]
+    if missing:
+        raise ValueError(f"GPUs {missing} are not in the {topo.gpus}-GPU topology")
+    links = {(a, b): topo.links[(i, j)] for a, i in enumerate(physical) for b, j in enumerate(physical) if a != b}
+    return Topology(gpus=len(physical), links=links, source=f"{topo.source}, GPUs {physical}")
+
+
+def physical_ids(count: int, env: str | None) -> list[int]:
+    """nvidia-smi's indices of CUDA devices 0..count-1 from CUDA_VISIBLE_DEVICES (unset: the
+    first ``count``); UUID lists are not resolved and raise."""
+    if not env:
+        return list(range(count))
+    ids = [x.strip() for x in env.split(",") if x.strip()]
+    if not all(x.isdigit() for x in ids):
+        raise ValueError(f"CUDA_VISIBLE_DEVICES={env!r} is not a list of GPU indices")
+    return [int(x) for x in ids[:count]]
+
+
 def read_topology() -> tuple[Topology, str]:
     """This machine's topology and the raw text (empty Topology where nvidia-smi is missing)."""
     exe = shutil.which("nvidia-smi")
