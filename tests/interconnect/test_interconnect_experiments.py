@@ -104,3 +104,53 @@ def test_copy_kernels_compile(tmp_path):
     src = Path(__file__).resolve().parents[2] / "src" / "repro" / "interconnect" / "kernels" / "gpuic_copy.cu"
     manifest = build(tmp_path, srcs=[src])
     assert manifest["status"] == "built" and manifest["kernels"]["gpuic_copy"]["entries"] == 2
+
+
+def _fake_p2p_points(devices, p, kernels_dir, log):
+    """What p2p.measure returns, for 2 GPUs: bandwidth = bytes / 2.5 ms (uni), twice that both ways."""
+    rows = []
+    for s, d in ((0, 1), (1, 0)):
+        for method, direction, p2p in (("ce", "uni", "on"), ("ce", "bi", "on"), ("sm", "uni", "on"),
+                                       ("sm", "bi", "on"), ("ce", "uni", "off"), ("ce", "bi", "off")):
+            for b in p.sizes_bytes:
+                gbps = b / 2.5e-3 / 1e9 * (2 if direction == "bi" else 1) * (0.1 if p2p == "off" else 1) * (1 + s / 100)
+                rows.append({"src": s, "dst": d, "method": method, "direction": direction, "p2p": p2p, "bytes": b,
+                             "reps": 1, "time_us": 3.0 if b == 8 else 2500.0, "gbps": gbps})
+    lat = [{"src": 0, "dst": 1, "latency_us": 1.1, "local_latency_us": 0.5},
+           {"src": 1, "dst": 0, "latency_us": 1.2, "local_latency_us": 0.5}]
+    return rows, lat
+
+
+def test_p2p_metrics_from_measured_points(tmp_path, monkeypatch):
+    from repro.interconnect import experiment as ex
+    from repro.interconnect import topology
+
+    from test_topology import TWO_NV18
+
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(ex.p2p_mod, "measure", _fake_p2p_points)
+    monkeypatch.setattr(topology, "read_topology", lambda: (topology.parse_topo(TWO_NV18), TWO_NV18))
+    monkeypatch.setattr(ex, "_gpu_name", lambda: "fake")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
+    p = ex.P2PParams(sizes_bytes=[8, 1 << 30])
+    r = ex.p2p.fn(p, Context(out_dir=tmp_path, device="cuda", gpus=2))
+    uni = (1 << 30) / 2.5e-3 / 1e9
+    assert r.metrics["p2p_uni_ce_gbps"] == pytest.approx(uni)  # the slower pair
+    assert r.metrics["p2p_bi_ce_gbps"] == pytest.approx(2 * uni)
+    assert r.metrics["p2p_uni_frac_reference"] == pytest.approx(uni / 370.0)
+    assert r.metrics["ce_small_copy_us"] == 3.0 and r.metrics["remote_latency_us"] == 1.2
+    h = r.tables["hypotheses"].set_index("effect")
+    assert not h.loc["connectivity", "testable"] and h.loc["uniformity", "holds"]
+    assert r.tags["links"] == "NV18" and (tmp_path / "topology.txt").read_text() == TWO_NV18
+
+
+def test_p2p_refuses_one_gpu(tmp_path, monkeypatch):
+    from repro.interconnect import experiment as ex
+
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(ValueError, match="P2P needs at least 2 GPUs"):
+        ex.p2p.fn(ex.P2PParams(), Context(out_dir=tmp_path, device="cuda", gpus=1))
+    with pytest.raises(ValueError, match="holds 2 GPU\\(s\\) but 1 are visible"):
+        ex.p2p.fn(ex.P2PParams(), Context(out_dir=tmp_path, device="cuda", gpus=2))

@@ -136,3 +136,20 @@ def test_figures_draw(tmp_path):
     assert len(figures.single_gpu(_points(tmp_path, "single", single)).axes) == 3
     multi_df = pd.DataFrame({"matrix": ["a"], "speedup": [2.0], "remote_fraction": [0.1], "gpus": [2]})
     assert len(figures.multi_gpu(_points(tmp_path, "multi", multi_df)).axes) == 2
+
+
+def test_multi_gpu_metrics_from_both_designs(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setattr(multi, "zero_copy", lambda spec, L, b, k, seed, **kw: {"solve_s": 0.001, "backward": 1e-16})
+    monkeypatch.setattr(multi, "unified_memory", lambda L, b, k, **kw: {"solve_s": 0.004 if L.shape[0] > 200 else 0.002,
+                                                                       "backward": 1e-16})
+    import repro.sptrsv.experiment as ex
+
+    monkeypatch.setattr(ex, "_gpu_name", lambda: "fake")
+    p = MultiGPUParams(matrices=[{"name": "p", "kind": "poisson", "shape": [20, 20]},
+                                 {"name": "k", "kind": "gallery", "example": "knot"}])
+    r = ex.multi_gpu.fn(p, Context(out_dir=tmp_path, gpus=4))
+    assert r.metrics["gpus"] == 4 and r.metrics["n_incorrect"] == 0
+    assert r.metrics["geomean_speedup"] == pytest.approx(geomean([4.0, 4.0 if M.gallery("knot").shape[0] > 200 else 2.0]))
+    assert (r.tables["points"]["remote_fraction"] > 0).all()
