@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from scipy.sparse.linalg import spsolve_triangular
 
 from repro.build_kernels import build
 from repro.experiment import Context, load_entry
@@ -75,7 +76,7 @@ def test_split_rebuilds_the_matrix():
     assert multi.backward_error(L, x, b) < 1e-14
 
 
-@pytest.mark.parametrize("k, visible, match", [(1, None, "at least 2 GPUs"), (16, None, "at most 8"),
+@pytest.mark.parametrize("k, visible, match", [(1, None, "at least 2 GPU"), (16, None, "at most 8"),
                                                (4, 2, "on 4 GPUs, but 2 are visible"), (2.0, None, "at least 2")])
 def test_wrong_gpu_count(k, visible, match):
     with pytest.raises(ValueError, match=match):
@@ -86,8 +87,11 @@ def test_multi_gpu_refuses_one_gpu_before_work(tmp_path, monkeypatch):
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     spec = load_entry("repro.sptrsv.experiment:multi_gpu")
-    with pytest.raises(ValueError, match="at least 2 GPUs"):
+    with pytest.raises(ValueError, match="at least 2 GPU"):
         spec(MultiGPUParams(), Context(out_dir=tmp_path, gpus=1))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(ValueError, match="scaling: GPU counts must be between 1 and the run's 2"):
+        spec(MultiGPUParams(scaling=[4]), Context(out_dir=tmp_path, gpus=2))
 
 
 def test_single_gpu_needs_cusparse(tmp_path):
@@ -141,15 +145,19 @@ def test_figures_draw(tmp_path):
 def test_multi_gpu_metrics_from_both_designs(tmp_path, monkeypatch):
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
-    monkeypatch.setattr(multi, "zero_copy", lambda spec, L, b, k, seed, **kw: {"solve_s": 0.001, "backward": 1e-16})
+    monkeypatch.setattr(multi, "zero_copy", lambda specs, seeds, k, **kw: [
+        {"solve_s": 0.001, "x": spsolve_triangular(s.build(), np.random.default_rng(seed).standard_normal(
+            s.build().shape[0]), lower=True)} for s, seed in zip(specs, seeds)])
     monkeypatch.setattr(multi, "unified_memory", lambda L, b, k, **kw: {"solve_s": 0.004 if L.shape[0] > 200 else 0.002,
                                                                        "backward": 1e-16})
     import repro.sptrsv.experiment as ex
 
     monkeypatch.setattr(ex, "_gpu_name", lambda: "fake")
-    p = MultiGPUParams(matrices=[{"name": "p", "kind": "poisson", "shape": [20, 20]},
+    p = MultiGPUParams(scaling=[2], matrices=[{"name": "p", "kind": "poisson", "shape": [20, 20]},
                                  {"name": "k", "kind": "gallery", "example": "knot"}])
     r = ex.multi_gpu.fn(p, Context(out_dir=tmp_path, gpus=4))
     assert r.metrics["gpus"] == 4 and r.metrics["n_incorrect"] == 0
     assert r.metrics["geomean_speedup"] == pytest.approx(geomean([4.0, 4.0 if M.gallery("knot").shape[0] > 200 else 2.0]))
-    assert (r.tables["points"]["remote_fraction"] > 0).all()
+    pts = r.tables["points"]
+    assert set(pts["gpus"]) == {2, 4} and "geomean_speedup_2gpu" in r.metrics
+    assert (pts["remote_fraction"] > 0).all() and (pts["zc_backward"] < 1e-12).all()

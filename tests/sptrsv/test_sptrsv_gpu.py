@@ -79,14 +79,19 @@ def test_multi_gpu_designs_match(entry, kernels_dir):
     L = spec.build()
     b = np.random.default_rng(4).standard_normal(L.shape[0])
     for level_order in (False, True):
-        timing = dict(kernels_dir=kernels_dir, warmup=1, repeats=2, grain=3, blocks_per_sm=2, level_order=level_order)
-        for result in (multi.zero_copy(spec, L, b, 2, 4, **timing), multi.unified_memory(L, b, 2, **timing)):
-            assert result["backward"] <= 1e-12 and result["solve_s"] > 0
+        timing = {"kernels_dir": kernels_dir, "warmup": 1, "repeats": 2, "grain": 3, "blocks_per_sm": 2,
+                  "level_order": level_order}
+        zc = multi.zero_copy([spec], [4], 2, **timing)[0]
+        um = multi.unified_memory(L, b, 2, **timing)
+        assert multi.backward_error(L, zc["x"], b) <= 1e-12 and zc["solve_s"] > 0
+        assert um["backward"] <= 1e-12 and um["solve_s"] > 0
 
 
 @two_gpus
 def test_multi_gpu_experiment_tiny(tmp_path, kernels_dir):
-    p = MultiGPUParams(matrices=[{"name": "p", "kind": "poisson", "shape": [60, 40]}], warmup=1, repeats=2)
+    p = MultiGPUParams(matrices=[{"name": "p", "kind": "poisson", "shape": [60, 40]}], warmup=1, repeats=2,
+                       scaling=[1])
     r = multi_gpu(p, Context(out_dir=tmp_path, scale="smoke", device="cuda", gpus=2,
                              inputs={"kernels": kernels_dir}))
     assert r.metrics["n_incorrect"] == 0 and r.metrics["gpus"] == 2
+    assert set(r.tables["points"]["gpus"]) == {1, 2} and "geomean_speedup_1gpu" in r.metrics

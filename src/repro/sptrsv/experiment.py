@@ -119,54 +119,67 @@ def single_gpu(p: SingleGPUParams, ctx: Context) -> Result:
                         "gpu": _gpu_name()})
 
 
-def _gpu_name() -> str:
-    import torch
-
-    return torch.cuda.get_device_name(0)
-
-
 @dataclass
 class MultiGPUParams:
     matrices: list[dict] = field(default_factory=_bench_matrices)  # {name, kind, ...generator arguments}
-    warmup: int = 2
-    repeats: int = 10  # timed solves per design (median)
+    warmup: int = 1
+    repeats: int = 5  # timed solves per design (median)
     grain: int = 4  # rows per task of each GPU's pool
     blocks_per_sm: int = 4  # persistent blocks of 256 threads per SM
     level_order: bool = True  # each GPU's pool hands out its rows by level (False: ascending rows)
+    scaling: list[int] = field(default_factory=list)  # fewer GPU counts to run too (the scaling curve)
     tol: float = 1e-10  # backward error of each design's x
 
 
 @experiment(params=MultiGPUParams, needs_gpu=True)
 def multi_gpu(p: MultiGPUParams, ctx: Context) -> Result:
-    """Unified memory vs zero-copy with the task pool on the run's GPUs (2 or 4)."""
+    """Unified memory vs zero-copy with the task pool on the run's GPUs (2 or 4), and on the
+    fewer GPUs of ``scaling`` for the scaling curve."""
     import torch
 
     from repro.sptrsv import bench, multi
 
     k = ctx.gpus or torch.cuda.device_count()
     multi.check_gpus(k, torch.cuda.device_count())
+    counts = sorted(set(p.scaling) | {k})
+    if counts[0] < 1 or counts[-1] > k:
+        raise ValueError(f"scaling: GPU counts must be between 1 and the run's {k}, got {p.scaling}")
     kernels_dir = Path(ctx.inputs["kernels"]) if "kernels" in ctx.inputs else kernels.default_dir()
     timing = dict(kernels_dir=kernels_dir, warmup=p.warmup, repeats=p.repeats, grain=p.grain,
                   blocks_per_sm=p.blocks_per_sm, level_order=p.level_order)
+    mats = specs(p.matrices)
+    seeds = [ctx.seed + i for i in range(len(mats))]
+    built = [m.build() for m in mats]
+    rhs = [np.random.default_rng(s).standard_normal(L.shape[0]) for s, L in zip(seeds, built, strict=True)]
     rows = []
-    for i, spec in enumerate(ctx.progress(specs(p.matrices), desc=f"sptrsv on {k} GPUs")):
-        L = spec.build()
-        b = np.random.default_rng(ctx.seed + i).standard_normal(L.shape[0])
-        bounds = schedule.partition(L, k)
-        zc = multi.zero_copy(spec, L, b, k, ctx.seed + i, **timing)
-        um = multi.unified_memory(L, b, k, **timing)
-        rows.append({"matrix": spec.name, "family": spec.kind, "gpus": k, **schedule.stats(L),
-                     "remote_fraction": multi.remote_fraction(L, bounds),
-                     "um_solve_ms": um["solve_s"] * 1e3, "zc_solve_ms": zc["solve_s"] * 1e3,
-                     "um_backward": um["backward"], "zc_backward": zc["backward"],
-                     "speedup": um["solve_s"] / zc["solve_s"],
-                     "ok": bool(max(um["backward"], zc["backward"]) <= p.tol)})
-        ctx.log.info("%s on %d GPUs: unified memory %.3f ms, zero-copy %.3f ms", spec.name, k,
-                     rows[-1]["um_solve_ms"], rows[-1]["zc_solve_ms"])
+    for c in ctx.progress(counts, desc="GPU counts"):
+        zero_copy = multi.zero_copy(mats, seeds, c, **timing)
+        for spec, L, b, zc in zip(mats, built, rhs, zero_copy, strict=True):
+            um = multi.unified_memory(L, b, c, **timing)
+            zc_backward = multi.backward_error(L, zc["x"], b)
+            rows.append({"matrix": spec.name, "family": spec.kind, "gpus": c, **schedule.stats(L),
+                         "remote_fraction": multi.remote_fraction(L, schedule.partition(L, c)),
+                         "um_solve_ms": um["solve_s"] * 1e3, "zc_solve_ms": zc["solve_s"] * 1e3,
+                         "um_backward": um["backward"], "zc_backward": zc_backward,
+                         "speedup": um["solve_s"] / zc["solve_s"],
+                         "ok": bool(max(um["backward"], zc_backward) <= p.tol)})
+            ctx.log.info("%s on %d GPU(s): unified memory %.3f ms, zero-copy %.3f ms", spec.name, c,
+                         rows[-1]["um_solve_ms"], rows[-1]["zc_solve_ms"])
     df = pd.DataFrame(rows)
-    metrics = {"gpus": k, "n_matrices": len(df), "n_incorrect": int((~df["ok"]).sum()),
-               "geomean_speedup": bench.geomean(df["speedup"]), "max_speedup": float(df["speedup"].max()),
-               "min_speedup": float(df["speedup"].min())}
+    main = df[df["gpus"] == k]
+    metrics = {"gpus": k, "n_matrices": len(main), "n_incorrect": int((~df["ok"]).sum()),
+               "geomean_speedup": bench.geomean(main["speedup"]), "max_speedup": float(main["speedup"].max()),
+               "min_speedup": float(main["speedup"].min())}
+    for c in counts:
+        at = df[df["gpus"] == c]
+        metrics[f"geomean_speedup_{c}gpu"] = bench.geomean(at["speedup"])
+        metrics[f"geomean_zc_ms_{c}gpu"] = bench.geomean(at["zc_solve_ms"])
     return Result(metrics=metrics, tables={"points": df},
                   tags={"timing": "CUDA events; zero-copy: slowest rank, barrier to barrier", "gpu": _gpu_name(),
                         "zero_copy": "torch symmetric memory (CUDA backend), peer pointers, system-scope atomics"})
+
+
+def _gpu_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name(0)

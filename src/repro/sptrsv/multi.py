@@ -54,10 +54,12 @@ class Part:
     order: np.ndarray | None  # local rows (0-based) in the pool's order; None: ascending
 
 
-def check_gpus(k: int, visible: int | None = None) -> None:
-    """A clear error for a GPU count the multi-GPU kernel or the machine cannot serve."""
-    if not isinstance(k, int) or k < 2:
-        raise ValueError(f"multi-GPU SpTRSV needs at least 2 GPUs, got {k!r} (one GPU: experiment sptrsv/single_gpu)")
+def check_gpus(k: int, visible: int | None = None, minimum: int = 2) -> None:
+    """A clear error for a GPU count the multi-GPU kernel or the machine cannot serve (``minimum``
+    1 for the points of a scaling curve)."""
+    if not isinstance(k, int) or k < minimum:
+        raise ValueError(f"multi-GPU SpTRSV needs at least {minimum} GPU(s), got {k!r}"
+                         + (" (one GPU: experiment sptrsv/single_gpu)" if minimum == 2 else ""))
     if k > MAX_GPUS:
         raise ValueError(f"multi-GPU SpTRSV supports at most {MAX_GPUS} GPUs, got {k}")
     if visible is not None and k > visible:
@@ -122,7 +124,7 @@ def unified_memory(L: sp.csr_matrix, b: np.ndarray, k: int, *, kernels_dir: Path
     """Time the unified-memory design on GPUs 0..k-1 of this process; returns times and the check."""
     import cupy
 
-    check_gpus(k, cupy.cuda.runtime.getDeviceCount())
+    check_gpus(k, cupy.cuda.runtime.getDeviceCount(), minimum=1)
     for g in range(k):
         if not cupy.cuda.runtime.getDeviceProperties(g).get("concurrentManagedAccess", 1):
             raise RuntimeError(f"GPU {g} lacks concurrent managed access: the unified-memory design cannot run here")
@@ -178,17 +180,25 @@ def unified_memory(L: sp.csr_matrix, b: np.ndarray, k: int, *, kernels_dir: Path
     return {"solve_s": float(np.median(times)), "min_s": float(min(times)), "backward": backward_error(L, x, b)}
 
 
-def zero_copy_worker(rank: int, world: int, spec: MatrixSpec, seed: int, kernels_dir: str | None, warmup: int,
-                     repeats: int, grain: int, blocks_per_sm: int, level_order: bool) -> dict:
-    """One rank of the zero-copy design (run by repro.multigpu.launch with the nccl backend)."""
+def zero_copy_worker(rank: int, world: int, specs: list[MatrixSpec], seeds: list[int], kernels_dir: str | None,
+                     warmup: int, repeats: int, grain: int, blocks_per_sm: int, level_order: bool) -> list[dict]:
+    """One rank of the zero-copy design, matrix by matrix (run by repro.multigpu.launch, nccl)."""
+    import torch.distributed._symmetric_memory as symm
+
+    check_gpus(world, minimum=1)
+    if hasattr(symm, "set_backend"):
+        symm.set_backend("CUDA")  # cuMem allocations mapped into every peer (not NVSHMEM's heap)
+    return [_zero_copy_rank(rank, world, spec, seed, Path(kernels_dir) if kernels_dir else None, warmup, repeats,
+                            grain, blocks_per_sm, level_order) for spec, seed in zip(specs, seeds, strict=True)]
+
+
+def _zero_copy_rank(rank: int, world: int, spec: MatrixSpec, seed: int, kernels_dir: Path | None, warmup: int,
+                    repeats: int, grain: int, blocks_per_sm: int, level_order: bool) -> dict:
     import cupy
     import torch
     import torch.distributed as dist
     import torch.distributed._symmetric_memory as symm
 
-    check_gpus(world, torch.cuda.device_count())
-    if hasattr(symm, "set_backend"):
-        symm.set_backend("CUDA")  # cuMem allocations mapped into every peer (not NVSHMEM's heap)
     cupy.cuda.Device(rank).use()
     L = spec.build()
     b = np.random.default_rng(seed).standard_normal(L.shape[0])
@@ -199,7 +209,7 @@ def zero_copy_worker(rank: int, world: int, spec: MatrixSpec, seed: int, kernels
     counts = symm.empty(n_max, dtype=torch.int32, device=f"cuda:{rank}")
     group = dist.group.WORLD.group_name
     hs, hc = symm.rendezvous(sums, group), symm.rendezvous(counts, group)
-    fn = kernels.function(STEM, "syncfree_pool", rank, Path(kernels_dir) if kernels_dir else None)
+    fn = kernels.function(STEM, "syncfree_pool", rank, kernels_dir)
     with kernels.launch_stream(True, rank):
         dev = _to_device(part)
         bounds_dev = cupy.asarray(bounds.astype(np.int64))
@@ -227,15 +237,20 @@ def zero_copy_worker(rank: int, world: int, spec: MatrixSpec, seed: int, kernels
     return {"rank": rank, "lo": part.lo, "hi": part.hi, "times": times, "x": cupy.asnumpy(dev["x"])}
 
 
-def zero_copy(spec: MatrixSpec, L: sp.csr_matrix, b: np.ndarray, k: int, seed: int, *, kernels_dir: Path | None,
-              warmup: int, repeats: int, grain: int, blocks_per_sm: int, level_order: bool) -> dict:
-    """Time the zero-copy design with one process per GPU; the solve time is the slowest rank's."""
+def zero_copy(specs: list[MatrixSpec], seeds: list[int], k: int, *, kernels_dir: Path | None, warmup: int,
+              repeats: int, grain: int, blocks_per_sm: int, level_order: bool) -> list[dict]:
+    """Time the zero-copy design on each matrix with one process per GPU (one launch for all);
+    per matrix the solve times of the slowest rank and its x."""
     from repro import multigpu
 
-    check_gpus(k)
+    check_gpus(k, minimum=1)
     ranks = multigpu.launch(zero_copy_worker, k, backend="nccl",
-                            args=(spec, seed, str(kernels_dir) if kernels_dir else None, warmup, repeats, grain,
+                            args=(specs, seeds, str(kernels_dir) if kernels_dir else None, warmup, repeats, grain,
                                   blocks_per_sm, level_order))
-    times = np.max([r["times"] for r in ranks], axis=0)
-    x = np.concatenate([r["x"] for r in sorted(ranks, key=lambda r: r["lo"])])
-    return {"solve_s": float(np.median(times)), "min_s": float(times.min()), "backward": backward_error(L, x, b)}
+    out = []
+    for m in range(len(specs)):
+        per_rank = sorted((r[m] for r in ranks), key=lambda r: r["lo"])
+        times = np.max([r["times"] for r in per_rank], axis=0)
+        out.append({"solve_s": float(np.median(times)), "min_s": float(times.min()),
+                    "x": np.concatenate([r["x"] for r in per_rank])})
+    return out
