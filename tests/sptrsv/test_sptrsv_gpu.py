@@ -54,7 +54,23 @@ def test_every_solver_matches_scipy(case, kernels_dir):
             s.solve()
             err = float(np.abs(cupy.asnumpy(s.x) - ref).max() / np.abs(ref).max())
             assert err <= 1e-10, f"{case} {name}: {err:.3g}"
+        if hasattr(s, "check"):
+            s.check()
     made["cusparse"].close()
+
+
+@pytest.mark.parametrize("variant", ["warp", "thread", "levels"])
+def test_a_stalled_solve_ends_with_an_error(variant, kernels_dir, monkeypatch):
+    from repro.sptrsv import solve
+
+    monkeypatch.setattr(solve, "SPIN_LIMIT_CYCLES", 10**6)
+    L = M.poisson((30, 20))
+    s = solve.SyncFree(upload(L), cupy.ones(600), kernels_dir, variant)
+    s.analyse()
+    s.need[17] += 1  # a dependency that never comes
+    s.solve()
+    with pytest.raises(RuntimeError, match="row 17 waited"):
+        s.check()
 
 
 def test_single_gpu_experiment_tiny(tmp_path, kernels_dir):

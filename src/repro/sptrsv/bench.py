@@ -75,6 +75,8 @@ def measure(spec: MatrixSpec, p, kernels_dir, seed: int, log) -> dict:
     for name, s in made.items():  # check after all timing, each from a fresh solve
         s.x.fill(math.nan)
         s.solve()
+        if hasattr(s, "check"):
+            s.check()
         row[f"{name}_backward"] = backward_error(L_gpu, s.x, b)
     if "cusparse" in made:
         ref = made["cusparse"].x

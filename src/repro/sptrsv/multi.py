@@ -38,6 +38,7 @@ from repro.sptrsv.matrices import MatrixSpec
 STEM = "sptrsv_multi"
 THREADS = 256
 MAX_GPUS = 8  # the kernel keeps the partition bounds in shared memory for up to 8 GPUs
+SPIN_LIMIT_CYCLES = 2 * 10**10  # a row waiting longer (about 10 s; page faults are slow) is a stall
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,8 @@ def _launch(fn, grid, part_dev: dict, sums_ptrs, counts_ptrs, bounds_dev, k: int
     """One solve's kernel on ``stream`` (None: CuPy's current stream)."""
     fn(grid, (THREADS, 1, 1), (part_dev["colptr"], part_dev["rowidx"], part_dev["val"], part_dev["b"], part_dev["x"],
                                sums_ptrs, counts_ptrs, bounds_dev, np.int32(k), np.int32(me), part_dev["need"],
-                               part_dev["pool"], np.int64(part_dev["n"]), np.int32(grain), part_dev["order"]),
+                               part_dev["pool"], np.int64(part_dev["n"]), np.int32(grain), part_dev["order"],
+                               np.int64(SPIN_LIMIT_CYCLES), part_dev["stalled"]),
        stream=stream)
 
 
@@ -116,7 +118,15 @@ def _to_device(part: Part) -> dict:
     return {"colptr": cupy.asarray(part.colptr), "rowidx": cupy.asarray(part.rowidx), "val": cupy.asarray(part.val),
             "need": cupy.asarray(part.need), "b": cupy.asarray(part.b), "x": cupy.zeros(part.hi - part.lo),
             "pool": cupy.zeros(1, dtype=np.int32), "n": part.hi - part.lo,
-            "order": np.uint64(0) if part.order is None else cupy.asarray(part.order)}
+            "order": np.uint64(0) if part.order is None else cupy.asarray(part.order),
+            "stalled": cupy.full(1, -1, dtype=np.int32)}
+
+
+def _check_stall(dev: dict, design: str) -> None:
+    row = int(dev["stalled"].get()[0])
+    if row >= 0:
+        raise RuntimeError(f"{design}: row {row} waited more than {SPIN_LIMIT_CYCLES:.0e} cycles for its "
+                           "dependencies: the solve stalled")
 
 
 def unified_memory(L: sp.csr_matrix, b: np.ndarray, k: int, *, kernels_dir: Path | None, warmup: int, repeats: int,
@@ -176,6 +186,8 @@ def unified_memory(L: sp.csr_matrix, b: np.ndarray, k: int, *, kernels_dir: Path
     for _ in range(warmup):
         solve()
     times = [solve() for _ in range(repeats)]
+    for dev in per_gpu:
+        _check_stall(dev, "unified memory")
     x = np.concatenate([cupy.asnumpy(dev["x"]) for dev in per_gpu])
     return {"solve_s": float(np.median(times)), "min_s": float(min(times)), "backward": backward_error(L, x, b)}
 
@@ -233,6 +245,7 @@ def _zero_copy_rank(rank: int, world: int, spec: MatrixSpec, seed: int, kernels_
     for _ in range(warmup):
         solve()
     times = [solve() for _ in range(repeats)]
+    _check_stall(dev, f"zero-copy rank {rank}")
     dist.barrier()
     return {"rank": rank, "lo": part.lo, "hi": part.hi, "times": times, "x": cupy.asnumpy(dev["x"])}
 

@@ -31,6 +31,7 @@ from repro.sptrsv.matrices import check_lower
 
 STEM = "sptrsv"
 THREADS = 256
+SPIN_LIMIT_CYCLES = 10**10  # a row waiting longer (about 5 s) is a stall: the kernel ends, check() raises
 METHODS = ("cusparse", "levelset", "syncfree_warp", "syncfree_thread", "syncfree_levels")
 WARP_ROW_NNZ = 16.0  # level-set rows this long on average get a warp each, shorter ones a thread
 
@@ -163,6 +164,7 @@ class SyncFree:
         self.left_sum = cupy.zeros(m.n, dtype=np.float64)
         self.count = cupy.zeros(m.n, dtype=np.int32)
         self.ticket = cupy.zeros(1, dtype=np.int32)
+        self.stalled = cupy.full(1, -1, dtype=np.int32)
         self.need = None
         self.order = np.uint64(0)  # null: natural order
         self._analysis = analysis
@@ -191,7 +193,15 @@ class SyncFree:
         self.ticket.fill(0)
         indptr, indices, data = self.m.csc
         self._fn(self._grid, (THREADS, 1, 1), (indptr, indices, data, self.b, self.x, self.left_sum, self.count,
-                                               self.need, self.ticket, np.int32(self.m.n), self.order))
+                                               self.need, self.ticket, np.int32(self.m.n), self.order,
+                                               np.int64(SPIN_LIMIT_CYCLES), self.stalled))
+
+    def check(self) -> None:
+        """Raise if any solve so far had a row wait past the spin limit (a deadlock or lost update)."""
+        row = int(self.stalled.get()[0])
+        if row >= 0:
+            raise RuntimeError(f"{self.name}: row {row} waited more than {SPIN_LIMIT_CYCLES:.0e} cycles for its "
+                               "dependencies: the solve stalled")
 
 
 def solvers(m: DeviceMatrix, b, kernels_dir: Path | None, analysis: schedule.Analysis | None = None,

@@ -17,11 +17,25 @@
 // no deadlock, whatever order the hardware starts blocks in. In level order the rows in flight
 // cover whole wavefronts instead of a window of consecutive rows. count, left_sum and ticket are
 // zero before each solve.
+//
+// A row that waits longer than `spin_limit` clock cycles stops waiting, records itself in
+// *stalled (which starts at -1) and goes on with what it has, so a stalled solve ends with an
+// error the host reports instead of hanging the GPU.
 
 #include <cstdint>
 
 __device__ __forceinline__ int load_volatile(const int* p) { return *(const volatile int*)p; }
 __device__ __forceinline__ double load_volatile(const double* p) { return *(const volatile double*)p; }
+
+__device__ __forceinline__ void wait_for(const int* count, int want, long long spin_limit, int* stalled, int row) {
+    const long long start = clock64();
+    while (load_volatile(count) != want) {
+        if (clock64() - start > spin_limit) {
+            atomicCAS(stalled, -1, row);
+            return;
+        }
+    }
+}
 
 extern "C" __global__ void levelset_thread(const int* __restrict__ rowptr, const int* __restrict__ colidx,
                                            const double* __restrict__ val, const double* __restrict__ b,
@@ -53,7 +67,7 @@ extern "C" __global__ void syncfree_warp(const int* __restrict__ colptr, const i
                                          const double* __restrict__ val, const double* __restrict__ b,
                                          double* __restrict__ x, double* left_sum, int* count,
                                          const int* __restrict__ need, int* ticket, int n,
-                                         const int* __restrict__ order) {
+                                         const int* __restrict__ order, long long spin_limit, int* stalled) {
     __shared__ int base;
     if (threadIdx.x == 0) base = atomicAdd(ticket, 1) * (blockDim.x >> 5);
     __syncthreads();
@@ -61,11 +75,7 @@ extern "C" __global__ void syncfree_warp(const int* __restrict__ colptr, const i
     int lane = threadIdx.x & 31;
     if (i >= n) return;
     if (order != nullptr) i = order[i];
-    if (lane == 0) {
-        int want = need[i];
-        while (load_volatile(count + i) != want) {
-        }
-    }
+    if (lane == 0) wait_for(count + i, need[i], spin_limit, stalled, i);
     __syncwarp();
     __threadfence();
     int start = colptr[i], end = colptr[i + 1];
@@ -83,16 +93,14 @@ extern "C" __global__ void syncfree_thread(const int* __restrict__ colptr, const
                                            const double* __restrict__ val, const double* __restrict__ b,
                                            double* __restrict__ x, double* left_sum, int* count,
                                            const int* __restrict__ need, int* ticket, int n,
-                                           const int* __restrict__ order) {
+                                           const int* __restrict__ order, long long spin_limit, int* stalled) {
     __shared__ int base;
     if (threadIdx.x == 0) base = atomicAdd(ticket, 1) * blockDim.x;
     __syncthreads();
     int i = base + threadIdx.x;
     if (i >= n) return;
     if (order != nullptr) i = order[i];
-    int want = need[i];
-    while (load_volatile(count + i) != want) {
-    }
+    wait_for(count + i, need[i], spin_limit, stalled, i);
     __threadfence();
     int start = colptr[i], end = colptr[i + 1];
     double xi = (b[i] - load_volatile(left_sum + i)) / val[start];

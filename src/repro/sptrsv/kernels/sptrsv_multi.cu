@@ -16,12 +16,24 @@
 // `grain` positions of its GPU's row order from `pool`, solves those rows in turn, and comes back
 // until the GPU's rows run out. The order is ascending rows (order == null) or the GPU's rows by
 // level; in both a row's dependencies come before it, so the lowest unsolved row (by level) always
-// has a warp or gets the next one: no deadlock for any grid size or grain.
+// has a warp or gets the next one: no deadlock for any grid size or grain. A row that waits longer
+// than `spin_limit` clock cycles records its global index in *stalled (-1 before) and goes on, so
+// a stalled solve ends with an error on the host instead of hanging.
 
 #include <cstdint>
 
 __device__ __forceinline__ int load_volatile(const int* p) { return *(const volatile int*)p; }
 __device__ __forceinline__ double load_volatile(const double* p) { return *(const volatile double*)p; }
+
+__device__ __forceinline__ void wait_for(const int* count, int want, long long spin_limit, int* stalled, long long row) {
+    const long long start = clock64();
+    while (load_volatile(count) != want) {
+        if (clock64() - start > spin_limit) {
+            atomicCAS(stalled, -1, static_cast<int>(row));
+            return;
+        }
+    }
+}
 
 __device__ __forceinline__ int owner_of(long long r, const long long* bounds, int k) {
     int o = 0;
@@ -35,7 +47,7 @@ extern "C" __global__ void syncfree_pool(const long long* __restrict__ colptr, c
                                          const unsigned long long* __restrict__ counts,
                                          const long long* __restrict__ bounds, int k, int me,
                                          const int* __restrict__ need, int* pool, long long n_local, int grain,
-                                         const int* __restrict__ order) {
+                                         const int* __restrict__ order, long long spin_limit, int* stalled) {
     __shared__ long long bnd[9];
     if (threadIdx.x <= k && threadIdx.x < 9) bnd[threadIdx.x] = bounds[threadIdx.x];
     __syncthreads();
@@ -50,11 +62,7 @@ extern "C" __global__ void syncfree_pool(const long long* __restrict__ colptr, c
         long long last = first + grain < n_local ? first + grain : n_local;
         for (long long t = first; t < last; ++t) {
             const long long i = order != nullptr ? order[t] : t;
-            if (lane == 0) {
-                int want = need[i];
-                while (load_volatile(my_count + i) != want) {
-                }
-            }
+            if (lane == 0) wait_for(my_count + i, need[i], spin_limit, stalled, bnd[me] + i);
             __syncwarp();
             __threadfence_system();
             long long start = colptr[i], end = colptr[i + 1];
