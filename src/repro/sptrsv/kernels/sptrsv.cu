@@ -1,0 +1,114 @@
+// Sparse lower-triangular solve L x = b on one GPU, fp64 (the NumPy twins are in schedule.py).
+//
+// Level-set (our cuSPARSE-style baseline): CSR, one launch per level; every row of the level
+// reads only x of earlier levels. The CSR rows are sorted, so a lower row's diagonal is its last
+// entry. `levelset_thread` gives each row a thread, `levelset_warp` a warp (for long rows).
+//
+// Synchronisation-free (Liu et al., Euro-Par 2016): CSC push. Row i waits until count[i] reaches
+// need[i] (its off-diagonal entries), then x[i] = (b[i] - left_sum[i]) / L[i][i] and, for each
+// L[r][i] below the diagonal, adds L[r][i] * x[i] to left_sum[r] and then increments count[r]
+// (a fence between the two, so that a row that sees its count complete sees its sum). CSC
+// columns are sorted, so column i's diagonal is its first entry. No barrier between levels.
+// `syncfree_warp` is Liu's mapping (a warp per row, its lanes share the pushes);
+// `syncfree_thread` gives each row a thread, so 32x more rows are in flight at once.
+// Blocks take their rows from `ticket` when they start, in natural order or, when `order` is not
+// null, in that order (the level sets back to back): either way every row comes after the rows it
+// depends on, so every row a resident block waits for belongs to a block that is resident or done:
+// no deadlock, whatever order the hardware starts blocks in. In level order the rows in flight
+// cover whole wavefronts instead of a window of consecutive rows. count, left_sum and ticket are
+// zero before each solve.
+//
+// A row that waits longer than `spin_limit` clock cycles stops waiting, records itself in
+// *stalled (which starts at -1) and goes on with what it has, so a stalled solve ends with an
+// error the host reports instead of hanging the GPU.
+
+#include <cstdint>
+
+__device__ __forceinline__ int load_volatile(const int* p) { return *(const volatile int*)p; }
+__device__ __forceinline__ double load_volatile(const double* p) { return *(const volatile double*)p; }
+
+__device__ __forceinline__ void wait_for(const int* count, int want, long long spin_limit, int* stalled, int row) {
+    const long long start = clock64();
+    while (load_volatile(count) != want) {
+        if (clock64() - start > spin_limit) {
+            atomicCAS(stalled, -1, row);
+            return;
+        }
+    }
+}
+
+extern "C" __global__ void levelset_thread(const int* __restrict__ rowptr, const int* __restrict__ colidx,
+                                           const double* __restrict__ val, const double* __restrict__ b,
+                                           double* __restrict__ x, const int* __restrict__ rows, int nrows) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nrows) return;
+    int r = rows[t];
+    int lo = rowptr[r], diag = rowptr[r + 1] - 1;
+    double s = b[r];
+    for (int p = lo; p < diag; ++p) s -= val[p] * x[colidx[p]];
+    x[r] = s / val[diag];
+}
+
+extern "C" __global__ void levelset_warp(const int* __restrict__ rowptr, const int* __restrict__ colidx,
+                                         const double* __restrict__ val, const double* __restrict__ b,
+                                         double* __restrict__ x, const int* __restrict__ rows, int nrows) {
+    int t = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int lane = threadIdx.x & 31;
+    if (t >= nrows) return;
+    int r = rows[t];
+    int lo = rowptr[r], diag = rowptr[r + 1] - 1;
+    double s = 0.0;
+    for (int p = lo + lane; p < diag; p += 32) s += val[p] * x[colidx[p]];
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(0xffffffffu, s, off);
+    if (lane == 0) x[r] = (b[r] - s) / val[diag];
+}
+
+extern "C" __global__ void syncfree_warp(const int* __restrict__ colptr, const int* __restrict__ rowidx,
+                                         const double* __restrict__ val, const double* __restrict__ b,
+                                         double* __restrict__ x, double* left_sum, int* count,
+                                         const int* __restrict__ need, int* ticket, int n,
+                                         const int* __restrict__ order, long long spin_limit, int* stalled) {
+    __shared__ int base;
+    if (threadIdx.x == 0) base = atomicAdd(ticket, 1) * (blockDim.x >> 5);
+    __syncthreads();
+    int i = base + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (i >= n) return;
+    if (order != nullptr) i = order[i];
+    if (lane == 0) wait_for(count + i, need[i], spin_limit, stalled, i);
+    __syncwarp();
+    __threadfence();
+    int start = colptr[i], end = colptr[i + 1];
+    double xi = (b[i] - load_volatile(left_sum + i)) / val[start];
+    if (lane == 0) x[i] = xi;
+    for (int p = start + 1 + lane; p < end; p += 32) {
+        int r = rowidx[p];
+        atomicAdd(left_sum + r, val[p] * xi);
+        __threadfence();
+        atomicAdd(count + r, 1);
+    }
+}
+
+extern "C" __global__ void syncfree_thread(const int* __restrict__ colptr, const int* __restrict__ rowidx,
+                                           const double* __restrict__ val, const double* __restrict__ b,
+                                           double* __restrict__ x, double* left_sum, int* count,
+                                           const int* __restrict__ need, int* ticket, int n,
+                                           const int* __restrict__ order, long long spin_limit, int* stalled) {
+    __shared__ int base;
+    if (threadIdx.x == 0) base = atomicAdd(ticket, 1) * blockDim.x;
+    __syncthreads();
+    int i = base + threadIdx.x;
+    if (i >= n) return;
+    if (order != nullptr) i = order[i];
+    wait_for(count + i, need[i], spin_limit, stalled, i);
+    __threadfence();
+    int start = colptr[i], end = colptr[i + 1];
+    double xi = (b[i] - load_volatile(left_sum + i)) / val[start];
+    x[i] = xi;
+    for (int p = start + 1; p < end; ++p) {
+        int r = rowidx[p];
+        atomicAdd(left_sum + r, val[p] * xi);
+        __threadfence();
+        atomicAdd(count + r, 1);
+    }
+}

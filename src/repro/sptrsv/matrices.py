@@ -1,0 +1,190 @@
+"""The lower-triangular test matrices and their dependency statistics.
+
+Generated families (deep dependency chains, 1e5 to 1e7 rows at paper scale):
+
+- ``poisson``: the IC(0) lower factor of the 2D 5-point or 3D 7-point Poisson matrix in natural
+  order (``factor="ic0"``), or ILU(0)'s unit lower factor (``factor="ilu0"``; for a symmetric
+  matrix it is the IC(0) factor with its columns divided by their diagonal). Both keep A's lower
+  pattern; a 2D grid nx x ny has nx + ny - 1 levels.
+- ``powerlaw``: a random DAG whose rows have power-law (Zipf) numbers of dependencies, each at an
+  offset of at least ``min_offset`` rows with a Pareto tail, so chains are about n / min_offset deep.
+- ``banded``: every entry of a lower band of width ``bandwidth`` kept with probability ``density``.
+- ``gallery``: the lower triangle of a small real matrix shipped by PyAMG (``pyamg.gallery``).
+
+Random families put off-diagonal values in [-1, 1] and make each diagonal larger than its row's
+off-diagonal sum, so solutions stay bounded. Every matrix goes through :func:`check_lower`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+GALLERY = ("airfoil", "bar", "knot", "unit_square", "unit_cube", "recirc_flow", "local_disc_galerkin_diffusion")
+
+
+class MatrixError(ValueError):
+    """A matrix a triangular solve cannot take; the message names the problem and where."""
+
+
+def check_lower(L, name: str = "L") -> sp.csr_matrix:
+    """Canonical CSR (sorted, int32 indices, float64) of a square lower-triangular matrix with a
+    non-zero finite diagonal and finite values; otherwise MatrixError naming the first bad entry."""
+    if not sp.issparse(L):
+        raise MatrixError(f"{name}: expected a scipy.sparse matrix, got {type(L).__name__}")
+    if L.ndim != 2 or L.shape[0] != L.shape[1]:
+        raise MatrixError(f"{name}: must be square, got shape {L.shape}")
+    if L.dtype.kind not in "fiu":
+        raise MatrixError(f"{name}: must be real, got dtype {L.dtype}")
+    L = sp.csr_matrix(L, dtype=np.float64)
+    L.sum_duplicates()
+    L.sort_indices()
+    n = L.shape[0]
+    if n == 0:
+        raise MatrixError(f"{name}: has no rows")
+    rows = np.repeat(np.arange(n), np.diff(L.indptr))
+    bad = ~np.isfinite(L.data)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise MatrixError(f"{name}: non-finite value {L.data[k]} at ({rows[k]}, {L.indices[k]})")
+    upper = L.indices > rows
+    if upper.any():
+        k = int(np.argmax(upper))
+        raise MatrixError(f"{name}: not lower triangular: entry ({rows[k]}, {L.indices[k]}) is above the diagonal")
+    diag = np.zeros(n)
+    on = L.indices == rows
+    diag[rows[on]] = L.data[on]
+    if (diag == 0).any():
+        i = int(np.argmax(diag == 0))
+        raise MatrixError(f"{name}: singular: zero or missing diagonal at row {i}")
+    indptr = L.indptr.astype(np.int64 if L.nnz >= 2**31 else np.int32)
+    return sp.csr_matrix((L.data, L.indices.astype(np.int32), indptr), shape=L.shape)
+
+
+def poisson(shape: tuple[int, ...], factor: str = "ic0") -> sp.csr_matrix:
+    """IC(0) (or ILU(0) unit) lower factor of the 2D/3D Poisson matrix on a grid of ``shape``.
+
+    IC(0) keeps A's lower pattern: for point p with lower neighbours q (one per axis),
+    L[p, q] = -1 / L[q, q] and L[p, p] = sqrt(2 d - sum_q L[p, q]^2) (d = dimensions). Points with
+    the same coordinate sum depend only on the previous sum, so each such wavefront is one
+    vectorised step."""
+    if len(shape) not in (2, 3) or any(int(s) < 1 for s in shape):
+        raise MatrixError(f"poisson: shape must be 2 or 3 positive sizes, got {shape!r}")
+    if factor not in ("ic0", "ilu0"):
+        raise MatrixError(f"poisson: factor must be 'ic0' or 'ilu0', got {factor!r}")
+    shape = tuple(int(s) for s in shape)
+    n = math.prod(shape)
+    strides = [math.prod(shape[:a]) for a in range(len(shape))]  # x fastest: index = x + nx*y (+ nx*ny*z)
+    coords = np.indices(shape[::-1]).reshape(len(shape), -1)[::-1]  # coords[a][p] for p in natural order
+    wave = coords.sum(axis=0)
+    order = np.argsort(wave, kind="stable")
+    bounds = np.searchsorted(wave[order], np.arange(wave.max() + 2))
+    d = np.zeros(n)
+    off = [np.zeros(n) for _ in shape]  # off[a][p] = L[p, p - strides[a]] (0 where p has no such neighbour)
+    centre = 2.0 * len(shape)
+    for s in range(len(bounds) - 1):
+        p = order[bounds[s]:bounds[s + 1]]
+        acc = np.full(p.size, centre)
+        for a, stride in enumerate(strides):
+            has = coords[a][p] > 0
+            q = p[has] - stride
+            off[a][p[has]] = -1.0 / d[q]
+            acc[has] -= off[a][p[has]] ** 2
+        d[p] = np.sqrt(acc)
+    idx = np.arange(n)
+    rows, cols, vals = [idx], [idx], [d]
+    for a, stride in enumerate(strides):
+        has = coords[a] > 0
+        rows.append(idx[has])
+        cols.append(idx[has] - stride)
+        vals.append(off[a][has])
+    rows, cols, vals = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
+    if factor == "ilu0":
+        vals = vals / d[cols]
+    return check_lower(sp.coo_matrix((vals, (rows, cols)), shape=(n, n)), f"poisson{shape}")
+
+
+def _with_diagonal(n: int, rows: np.ndarray, cols: np.ndarray, rng: np.random.Generator, name: str) -> sp.csr_matrix:
+    """Random off-diagonal values in [-1, 1] at (rows, cols), a diagonal 1 + |row off-diagonal sum|."""
+    vals = rng.uniform(-1.0, 1.0, rows.size)
+    off = sp.coo_matrix((vals, (rows, cols)), shape=(n, n)).tocsr()
+    off.sum_duplicates()
+    diag = 1.0 + np.asarray(abs(off).sum(axis=1)).ravel()
+    return check_lower(off + sp.diags(diag), name)
+
+
+def powerlaw(n: int, seed: int = 0, min_offset: int = 500, alpha: float = 2.5, max_degree: int = 64,
+             tail: float = 1.5) -> sp.csr_matrix:
+    """A random lower-triangular DAG: row i has min(Zipf(alpha), max_degree) dependencies at offsets
+    min_offset * Pareto(tail) (rounded, distinct, at most i)."""
+    if n < 1 or min_offset < 1 or alpha <= 1 or max_degree < 1 or tail <= 0:
+        raise MatrixError(f"powerlaw: need n, min_offset, max_degree >= 1, alpha > 1, tail > 0; got "
+                          f"n={n}, min_offset={min_offset}, alpha={alpha}, max_degree={max_degree}, tail={tail}")
+    rng = np.random.default_rng(seed)
+    deg = np.minimum(rng.zipf(alpha, n), max_degree)
+    rows = np.repeat(np.arange(n), deg)
+    offsets = np.ceil(min_offset * (1.0 + rng.pareto(tail, rows.size))).astype(np.int64)
+    cols = rows - offsets
+    keep = cols >= 0
+    return _with_diagonal(n, rows[keep], cols[keep], rng, f"powerlaw(n={n})")
+
+
+def banded(n: int, bandwidth: int = 16, density: float = 0.25, seed: int = 0) -> sp.csr_matrix:
+    """A lower band of ``bandwidth`` sub-diagonals, each entry kept with probability ``density``."""
+    if n < 1 or bandwidth < 1 or not 0 < density <= 1:
+        raise MatrixError(f"banded: need n, bandwidth >= 1 and 0 < density <= 1; got n={n}, "
+                          f"bandwidth={bandwidth}, density={density}")
+    rng = np.random.default_rng(seed)
+    rows = np.repeat(np.arange(n), bandwidth)
+    cols = rows - np.tile(np.arange(1, bandwidth + 1), n)
+    keep = (cols >= 0) & (rng.random(rows.size) < density)
+    return _with_diagonal(n, rows[keep], cols[keep], rng, f"banded(n={n})")
+
+
+def gallery(example: str) -> sp.csr_matrix:
+    """The lower triangle of PyAMG's example matrix ``example`` (one of GALLERY)."""
+    if example not in GALLERY:
+        raise MatrixError(f"gallery: unknown example {example!r}; choose from {', '.join(GALLERY)}")
+    try:
+        from pyamg.gallery import load_example
+    except ImportError:
+        raise MatrixError(f"gallery:{example}: needs PyAMG (pip install pyamg)") from None
+    return check_lower(sp.tril(load_example(example)["A"]), f"gallery:{example}")
+
+
+@dataclass(frozen=True)
+class MatrixSpec:
+    """One matrix of an experiment: ``kind`` (poisson, powerlaw, banded, gallery) and its arguments."""
+
+    name: str
+    kind: str
+    args: dict
+
+    def build(self) -> sp.csr_matrix:
+        makers = {"poisson": poisson, "powerlaw": powerlaw, "banded": banded, "gallery": gallery}
+        if self.kind not in makers:
+            raise MatrixError(f"matrix {self.name}: unknown kind {self.kind!r}; choose from {', '.join(makers)}")
+        args = dict(self.args)
+        if self.kind == "poisson":
+            args["shape"] = tuple(args["shape"])
+        try:
+            return makers[self.kind](**args)
+        except TypeError as exc:
+            raise MatrixError(f"matrix {self.name}: {exc}") from None
+
+
+def specs(entries: list[dict]) -> list[MatrixSpec]:
+    """MatrixSpecs from an experiment's ``matrices`` list of {name, kind, ...arguments}."""
+    out = []
+    for i, e in enumerate(entries):
+        e = dict(e)
+        if "name" not in e or "kind" not in e:
+            raise MatrixError(f"matrices[{i}]: needs 'name' and 'kind', got {sorted(e)}")
+        out.append(MatrixSpec(e.pop("name"), e.pop("kind"), e))
+    names = [s.name for s in out]
+    if len(set(names)) != len(names):
+        raise MatrixError(f"matrices: duplicate names in {names}")
+    return out

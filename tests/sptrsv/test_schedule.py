@@ -1,0 +1,121 @@
+"""The kernels' NumPy twins against SciPy's spsolve_triangular (fp64, 1e-10 relative), the
+multi-GPU partition and task pool, and bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.sparse.linalg import spsolve_triangular
+
+from repro.sptrsv import matrices as M
+from repro.sptrsv import schedule
+
+CASES = {
+    "poisson2d": lambda: M.poisson((25, 18)),
+    "poisson3d_ilu0": lambda: M.poisson((7, 6, 5), factor="ilu0"),
+    "powerlaw": lambda: M.powerlaw(2500, seed=2, min_offset=15),
+    "banded": lambda: M.banded(1500, bandwidth=12, density=0.4, seed=4),
+    "gallery": lambda: M.gallery("recirc_flow"),
+}
+TOL = 1e-10
+
+
+def rel(x, ref):
+    return np.abs(x - ref).max() / np.abs(ref).max()
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def case(request):
+    L = CASES[request.param]()
+    b = np.random.default_rng(7).standard_normal(L.shape[0])
+    return L, b, spsolve_triangular(L, b, lower=True)
+
+
+def test_levelset(case):
+    L, b, ref = case
+    assert rel(schedule.levelset_solve(L, b), ref) <= TOL
+
+
+@pytest.mark.parametrize("seed, fraction", [(0, 0.5), (1, 0.05), (2, 1.0)])
+def test_syncfree_rounds(case, seed, fraction):
+    L, b, ref = case
+    assert rel(schedule.syncfree_solve(L, b, seed=seed, run_fraction=fraction), ref) <= TOL
+
+
+def test_syncfree_one_random_ready_row_at_a_time(case):
+    L, b, ref = case
+    assert rel(schedule.syncfree_solve(L, b, seed=5, sequential=True), ref) <= TOL
+
+
+@pytest.mark.parametrize("k, workers, grain", [(2, 4, 1), (3, 2, 5), (4, 16, 2), (8, 1, 1)])
+@pytest.mark.parametrize("order", ["natural", "levels"])
+def test_multigpu_pool(case, k, workers, grain, order):
+    L, b, ref = case
+    x, trace = schedule.multigpu_solve(L, b, k, workers=workers, grain=grain, seed=k, order=order)
+    assert rel(x, ref) <= TOL
+    assert trace.local_pushes.sum() + trace.remote_pushes.sum() == L.nnz - L.shape[0]
+    assert (trace.tasks >= np.ceil(np.diff(trace.bounds) / grain)).all()
+
+
+def test_level_order_pools_keep_each_gpus_rows():
+    L = M.poisson((12, 10))
+    bounds = schedule.partition(L, 3)
+    level = schedule.analyse(L).level
+    for g, rows in enumerate(schedule.pool_orders(L, bounds, "levels")):
+        assert sorted(rows) == list(range(bounds[g], bounds[g + 1]))
+        assert (np.diff(level[rows]) >= 0).all()
+    with pytest.raises(ValueError, match="pool order must be"):
+        schedule.pool_orders(L, bounds, "random")
+
+
+def test_a_pool_out_of_dependency_order_deadlocks(monkeypatch):
+    """The twin detects what the kernel would do with a pool that hands rows before their dependencies."""
+    L = M.poisson((6, 5))
+    monkeypatch.setattr(schedule, "pool_orders", lambda L, bounds, order, analysis=None:
+                        [np.arange(bounds[g + 1] - 1, bounds[g] - 1, -1) for g in range(len(bounds) - 1)])
+    with pytest.raises(RuntimeError, match="deadlocked"):
+        schedule.multigpu_solve(L, np.ones(30), 2, workers=2)
+
+
+def test_partition_balances_nonzeros():
+    L = M.powerlaw(20000, seed=1, min_offset=30)
+    bounds = schedule.partition(L, 4)
+    per_gpu = np.diff(L.indptr[bounds])
+    assert bounds[0] == 0 and bounds[-1] == L.shape[0] and (np.diff(bounds) > 0).all()
+    assert per_gpu.max() / per_gpu.mean() < 1.05
+
+
+def test_remote_pushes_match_the_partition():
+    L = M.poisson((20, 20))
+    _, trace = schedule.multigpu_solve(L, np.ones(400), 2)
+    strict = sp.tril(L, k=-1).tocoo()
+    owner = np.searchsorted(trace.bounds, np.arange(400), side="right") - 1
+    crossing = (owner[strict.row] != owner[strict.col]).sum()
+    assert trace.remote_pushes.sum() == crossing and 20 <= crossing <= 21  # about one grid row crosses the cut
+
+
+def test_analysis_of_a_diagonal_matrix():
+    a = schedule.analyse(sp.identity(5, format="csr") * 3.0)
+    assert a.levels == 1 and a.critical_path == 1 and (a.need == 0).all()
+
+
+@pytest.mark.parametrize("k, match", [(0, "positive integer"), (2.5, "positive integer"), (11, "10 rows")])
+def test_wrong_gpu_count(k, match):
+    with pytest.raises(ValueError, match=match):
+        schedule.partition(M.banded(10), k)
+
+
+def test_bad_right_hand_side():
+    L = M.poisson((4, 4))
+    with pytest.raises(ValueError, match=r"b: expected shape \(16,\)"):
+        schedule.levelset_solve(L, np.ones(15))
+    with pytest.raises(ValueError, match="b: non-finite value at row 3"):
+        schedule.syncfree_solve(L, np.array([1, 1, 1, np.inf] + [1] * 12))
+
+
+def test_solvers_refuse_a_singular_matrix():
+    L = sp.csr_matrix(np.array([[2.0, 0, 0], [1.0, 0, 0], [0, 1.0, 1.0]]))
+    for solve in (schedule.levelset_solve, schedule.syncfree_solve):
+        with pytest.raises(M.MatrixError, match="singular: zero or missing diagonal at row 1"):
+            solve(L, np.ones(3))

@@ -1,0 +1,113 @@
+"""SpTRSV on a GPU: every single-GPU solver against SciPy (fp64, 1e-10 relative) with its output
+poisoned first, repeated solves, the benchmark end to end at a tiny size, and on 2+ GPUs both
+multi-GPU designs. Kernels come from $REPRO_KERNELS_DIR or are compiled here with nvcc."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.sparse.linalg import spsolve_triangular
+
+cupy = pytest.importorskip("cupy")
+torch = pytest.importorskip("torch")
+
+from repro.build_kernels import build  # noqa: E402
+from repro.experiment import Context  # noqa: E402
+from repro.sptrsv import matrices as M  # noqa: E402
+from repro.sptrsv import multi  # noqa: E402
+from repro.sptrsv.experiment import MultiGPUParams, SingleGPUParams, multi_gpu, single_gpu  # noqa: E402
+from repro.sptrsv.solve import solvers, upload  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+KERNELS = Path(__file__).resolve().parents[2] / "src" / "repro" / "sptrsv" / "kernels"
+CASES = {"poisson2d": lambda: M.poisson((90, 70)), "poisson3d_ilu0": lambda: M.poisson((20, 18, 16), "ilu0"),
+         "powerlaw": lambda: M.powerlaw(60000, seed=1, min_offset=40), "banded": lambda: M.banded(8000),
+         "bar": lambda: M.gallery("bar"), "chain": lambda: M.gallery("knot")}
+
+
+@pytest.fixture(scope="session")
+def kernels_dir(tmp_path_factory) -> Path:
+    if os.environ.get("REPRO_KERNELS_DIR"):
+        return Path(os.environ["REPRO_KERNELS_DIR"])
+    out = tmp_path_factory.mktemp("kernels")
+    manifest = build(out, srcs=sorted(KERNELS.glob("*.cu")))
+    if manifest["status"] != "built":
+        pytest.fail(f"cannot compile the kernels here ({manifest['reason']}); set REPRO_KERNELS_DIR")
+    return out
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_solver_matches_scipy(case, kernels_dir):
+    L = CASES[case]()
+    b = np.random.default_rng(0).standard_normal(L.shape[0])
+    ref = spsolve_triangular(L, b, lower=True)
+    m = upload(L)
+    made = solvers(m, cupy.asarray(b), kernels_dir)
+    for name, s in made.items():
+        s.analyse()
+        for _ in range(3):  # counters, sums and tickets must reset between solves
+            s.x.fill(math.nan)
+            s.solve()
+            err = float(np.abs(cupy.asnumpy(s.x) - ref).max() / np.abs(ref).max())
+            assert err <= 1e-10, f"{case} {name}: {err:.3g}"
+        if hasattr(s, "check"):
+            s.check()
+    made["cusparse"].close()
+
+
+@pytest.mark.parametrize("variant", ["warp", "thread", "levels"])
+def test_a_stalled_solve_ends_with_an_error(variant, kernels_dir, monkeypatch):
+    from repro.sptrsv import solve
+
+    monkeypatch.setattr(solve, "SPIN_LIMIT_CYCLES", 10**6)
+    L = M.poisson((30, 20))
+    s = solve.SyncFree(upload(L), cupy.ones(600), kernels_dir, variant)
+    s.analyse()
+    s.need[17] += 1  # a dependency that never comes
+    s.solve()
+    with pytest.raises(RuntimeError, match="row 17 waited"):
+        s.check()
+
+
+def test_single_gpu_experiment_tiny(tmp_path, kernels_dir):
+    p = SingleGPUParams(matrices=[{"name": "p", "kind": "poisson", "shape": [64, 48]},
+                                  {"name": "k", "kind": "gallery", "example": "knot"}],
+                        warmup=1, repeats=3, analysis_repeats=2, target_s=0.01)
+    r = single_gpu(p, Context(out_dir=tmp_path, scale="smoke", device="cuda", inputs={"kernels": kernels_dir}))
+    assert r.metrics["n_incorrect"] == 0 and r.metrics["n_matrices"] == 2
+    pts = r.tables["points"]
+    assert (pts["cusparse_solve_ms"] > 0).all() and (pts["speedup_syncfree_thread"] > 0).all()
+
+
+two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+
+
+@two_gpus
+@pytest.mark.parametrize("entry", [{"name": "p", "kind": "poisson", "shape": [90, 70]},
+                                   {"name": "w", "kind": "powerlaw", "n": 60000, "min_offset": 40},
+                                   {"name": "g", "kind": "gallery", "example": "bar"}], ids=lambda e: e["kind"])
+def test_multi_gpu_designs_match(entry, kernels_dir):
+    spec = M.specs([entry])[0]
+    L = spec.build()
+    b = np.random.default_rng(4).standard_normal(L.shape[0])
+    for level_order in (False, True):
+        timing = {"kernels_dir": kernels_dir, "warmup": 1, "repeats": 2, "grain": 3, "blocks_per_sm": 2,
+                  "level_order": level_order}
+        zc = multi.zero_copy([spec], [4], 2, **timing)[0]
+        um = multi.unified_memory(L, b, 2, **timing)
+        assert multi.backward_error(L, zc["x"], b) <= 1e-12 and zc["solve_s"] > 0
+        assert um["backward"] <= 1e-12 and um["solve_s"] > 0
+
+
+@two_gpus
+def test_multi_gpu_experiment_tiny(tmp_path, kernels_dir):
+    p = MultiGPUParams(matrices=[{"name": "p", "kind": "poisson", "shape": [60, 40]}], warmup=1, repeats=2,
+                       scaling=[1])
+    r = multi_gpu(p, Context(out_dir=tmp_path, scale="smoke", device="cuda", gpus=2,
+                             inputs={"kernels": kernels_dir}))
+    assert r.metrics["n_incorrect"] == 0 and r.metrics["gpus"] == 2
+    assert set(r.tables["points"]["gpus"]) == {1, 2} and "geomean_speedup_1gpu" in r.metrics
