@@ -51,7 +51,7 @@ def characterise(p: CharacteriseParams, ctx: Context) -> Result:
 
     uuid = None
     if ctx.device == "cuda":
-        from repro.provenance import device_uuid
+        from repro.machine import device_uuid
 
         uuid = device_uuid()
     rows = []
