@@ -73,7 +73,7 @@ def test_compiled_routing_equals_eager():
 @pytest.mark.gpu
 def test_characterisation_on_gpu_counts_kernels_and_power():
     from repro.pimcaps.characterise import characterise
-    from repro.provenance import device_uuid
+    from repro.machine import device_uuid
 
     rows = characterise(CONFIGS["mnist"], 8, "cuda", repeats=3, compiled=True, power_seconds=0.5,
                         gpu_uuid=device_uuid(), seed=0)
