@@ -59,8 +59,9 @@ def profile_counts(fn: Callable[[], object], device: str) -> dict[str, int]:
 
 
 def sample_power(fn: Callable[[], object] | None, seconds: float, gpu_uuid: str) -> float:
-    """Mean board power (W) reported by nvidia-smi while fn runs in a loop (None: idle)."""
-    cmd = ["nvidia-smi", f"--id={gpu_uuid}", "--query-gpu=power.draw", "--format=csv,noheader,nounits",
+    """Mean board power (W) reported by nvidia-smi while fn runs in a loop (None: idle); ``gpu_uuid``
+    as repro.machine gives it (lower case, without nvidia-smi's GPU- prefix)."""
+    cmd = ["nvidia-smi", f"--id=GPU-{gpu_uuid}", "--query-gpu=power.draw", "--format=csv,noheader,nounits",
            "--loop-ms=50"]
     try:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
