@@ -144,57 +144,20 @@ class Headline:
 
 @experiment(params=OOVRParams, needs_gpu=False)
 def sensitivity_screen(p: OOVRParams, ctx: Context) -> Result:
-    """Each assumed parameter at each factor: the headline's change; curves for those moving it > threshold."""
+    """Each assumed parameter at each factor (and the other topology): the headline's change; a curve
+    for each parameter that moves it by more than ``threshold``."""
     model.check(p.system, p.scenes, p.arms, p.frames)
     defaults = assumed_keys(p)
     headline = Headline(p.system, p.scenes, p.frames, ctx.seed)
     t0 = time.perf_counter()
-    with _pool(p.workers) as mapper:
-        screen, base = sensitivity.screen(headline, defaults, defaults, p.factors, p.threshold, mapper)
-        alt = "full" if p.system.topology == "switch" else "switch"
-        got = headline({"system.topology": alt})
-        rel = {k: got[k] / base[k] - 1 for k in ("speedup", "traffic_reduction")}
-        topo = {"key": "system.topology", "factor": math.nan, "value": math.nan, "alternative": alt, **got,
-                **{f"{k}_rel": v for k, v in rel.items()}, "max_rel_change_of_key": max(map(abs, rel.values()))}
-        topo["sensitive"] = topo["max_rel_change_of_key"] > p.threshold
-        screen = pd.concat([screen, pd.DataFrame([topo])], ignore_index=True)
-        sensitive = sorted(set(screen.loc[screen["sensitive"] & screen["factor"].notna(), "key"]))
-        extra = [(k, defaults[k] * f) for k in sensitive for f in p.curve_factors if f not in p.factors]
-        curves = sensitivity.curve(headline, extra, mapper)
-    wall = time.perf_counter() - t0
-    cols = ["key", "value", "speedup", "traffic_reduction", "_events"]
-    curves = pd.concat([curves, screen.loc[screen["key"].isin(sensitive), cols],
-                        pd.DataFrame([{"key": k, "value": defaults[k], **base} for k in sensitive], columns=cols)],
-                       ignore_index=True).sort_values(["key", "value"])
-    curves["default"] = curves["key"].map(defaults)
+    other = "full" if p.system.topology == "switch" else "switch"
+    screen, curves, base, events = sensitivity.study(headline, defaults, p.factors, p.curve_factors, p.threshold,
+                                                     p.workers, categorical={"system.topology": other})
     worst = screen.groupby("key")["max_rel_change_of_key"].max()
-    events = float(screen["_events"].sum() + base["_events"] + curves["_events"].sum()
-                   - screen.loc[screen["key"].isin(sensitive), "_events"].sum() - base["_events"] * len(sensitive))
-    rate = events / wall
-    ctx.log.info("simulated %d events in %.1f s: %.0f events/s", events, wall, rate)
-    print(f"oovr: {events:.0f} simulated events in {wall:.1f} s = {rate:,.0f} events/s", flush=True)
     metrics = {"base_speedup": base["speedup"], "base_traffic_reduction": base["traffic_reduction"],
                "assumed_screened": float(len(worst)), "sensitive": float(int((worst > p.threshold).sum())),
-               "largest_rel_change": float(worst.max()), "events": events, "events_per_s": rate, "wall_s": wall}
+               "largest_rel_change": float(worst.max())}
+    metrics.update(_speed(pd.DataFrame({"events": [events]}), time.perf_counter() - t0, ctx))
     return Result(metrics=metrics, tables={"screen": screen, "curves": curves},
                   tags={"kind": "model", "sensitive": ",".join(sorted(worst[worst > p.threshold].index)),
                         "largest": str(worst.idxmax())})
-
-
-class _pool:
-    """``with _pool(n) as mapper``: a process pool's map for n > 1, the builtin map otherwise."""
-
-    def __init__(self, workers: int):
-        self.workers, self.executor = workers, None
-
-    def __enter__(self):
-        if self.workers > 1:
-            from concurrent.futures import ProcessPoolExecutor
-
-            self.executor = ProcessPoolExecutor(self.workers)
-            return self.executor.map
-        return map
-
-    def __exit__(self, *exc):
-        if self.executor:
-            self.executor.shutdown()

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from concurrent.futures import ProcessPoolExecutor
-
 import numpy as np
 import pandas as pd
 
 from repro.oovr import frame, plans
 from repro.oovr.scenes import SceneSpec, generate
 from repro.oovr.system import ARMS, EARLIER, SystemParams
+from repro.sim.engine import pool_map
 from repro.sim.params import choices, count
 
 HEADLINE_ARMS = (*EARLIER, "oovr")
@@ -56,11 +55,8 @@ def run(system: SystemParams, scenes: list[SceneSpec], arms: list[str], frames: 
     """One row per (scene, arm, frame); scenes run in ``workers`` processes."""
     check(system, scenes, arms, frames)
     jobs = [(system, spec, i, list(arms), frames, seed) for i, spec in enumerate(scenes)]
-    if workers > 1 and len(jobs) > 1:
-        with ProcessPoolExecutor(min(workers, len(jobs))) as pool:
-            parts = list(pool.map(_run_job, jobs))
-    else:
-        parts = [run_scene(*job) for job in jobs]
+    with pool_map(min(workers, len(jobs))) as mapper:
+        parts = list(mapper(_run_job, jobs))
     return pd.DataFrame([row for part in parts for row in part])
 
 

@@ -1,4 +1,5 @@
-"""A SimPy Environment that counts the events it processes, for the simulated-events/s benchmark."""
+"""A SimPy Environment that counts the events it processes (the simulated-events/s benchmark), and
+a map over independent simulations in worker processes."""
 
 from __future__ import annotations
 
@@ -35,3 +36,22 @@ class EventRate:
     @property
     def rate(self) -> float:
         return self.events / self.wall_s if self.wall_s > 0 else float("nan")
+
+
+class pool_map:
+    """``with pool_map(n) as mapper``: a process pool's ``map`` for n > 1, the builtin ``map`` otherwise."""
+
+    def __init__(self, workers: int):
+        self.workers, self.executor = workers, None
+
+    def __enter__(self):
+        if self.workers > 1:
+            from concurrent.futures import ProcessPoolExecutor
+
+            self.executor = ProcessPoolExecutor(self.workers)
+            return self.executor.map
+        return map
+
+    def __exit__(self, *exc):
+        if self.executor:
+            self.executor.shutdown()

@@ -19,12 +19,12 @@ import simpy
 from repro.sim.params import fraction, non_negative, positive
 
 
-@dataclass(frozen=True)
+@dataclass
 class NetworkProfile:
     """A network's statistics; ``make_trace`` turns one into a seeded bandwidth trace."""
 
-    name: str
-    mean_mbps: float  # mean downlink bandwidth, Mbit/s
+    name: str = "network"
+    mean_mbps: float = 100.0  # mean downlink bandwidth, Mbit/s
     cv: float = 0.0  # coefficient of variation of the bandwidth (lognormal)
     corr_s: float = 1.0  # correlation time of the bandwidth process, s
     step_s: float = 0.05  # the trace's resolution, s

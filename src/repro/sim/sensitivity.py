@@ -11,6 +11,8 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
+from repro.sim.engine import pool_map
+
 Headline = Callable[[dict], dict[str, float]]
 
 
@@ -44,3 +46,36 @@ def curve(headline: Headline, points: Iterable[tuple[str, float]], mapper=map) -
     points = list(points)
     got = mapper(headline, [{k: v} for k, v in points])
     return pd.DataFrame([{"key": k, "value": v, **g} for (k, v), g in zip(points, got)])
+
+
+def study(headline: Headline, defaults: dict[str, float], factors: Iterable[float], curve_factors: Iterable[float],
+          threshold: float = 0.10, workers: int = 1, categorical: dict[str, object] | None = None):
+    """The whole sensitivity study: ``screen`` every key of ``defaults``, evaluate each
+    ``categorical`` alternative (key -> the other value), and for each sensitive numeric key a
+    ``curve`` over ``curve_factors`` (reusing the screened points). Returns (screen, curves, base,
+    events), ``events`` summed from the headlines' ``_events`` where they report it."""
+    factors, curve_factors = list(factors), list(curve_factors)
+    with pool_map(workers) as mapper:
+        table, base = screen(headline, defaults, defaults, factors, threshold, mapper)
+        extra = []
+        for (key, alt), got in zip((categorical or {}).items(), mapper(headline, [{k: v} for k, v in (categorical or {}).items()])):
+            row = {"key": key, "factor": float("nan"), "value": float("nan"), "alternative": str(alt), **got}
+            rel = {n: got[n] / base[n] - 1 for n in got if not n.startswith("_") and base[n]}
+            row.update({f"{n}_rel": v for n, v in rel.items()})
+            row["max_rel_change_of_key"] = max(map(abs, rel.values()))
+            row["sensitive"] = row["max_rel_change_of_key"] > threshold
+            extra.append(row)
+        if extra:
+            table = pd.concat([table, pd.DataFrame(extra)], ignore_index=True)
+        sensitive = sorted(set(table.loc[table["sensitive"] & table["factor"].notna(), "key"]))
+        more = [(k, defaults[k] * f) for k in sensitive for f in curve_factors if f not in factors]
+        curves = curve(headline, more, mapper)
+    names = [n for n in base if not n.startswith("_")]
+    cols = ["key", "value", *names]
+    curves = pd.concat([curves.reindex(columns=cols + ["_events"]), table.loc[table["key"].isin(sensitive), cols],
+                        pd.DataFrame([{"key": k, "value": defaults[k], **{n: base[n] for n in names}} for k in sensitive],
+                                     columns=cols)], ignore_index=True).sort_values(["key", "value"])
+    curves["default"] = curves["key"].map(defaults)
+    events = sum(float(x) for x in (*table.get("_events", []), base.get("_events", 0.0), *curves.get("_events", []))
+                 if x == x)
+    return table, curves.drop(columns=["_events"], errors="ignore"), base, events

@@ -1,0 +1,35 @@
+"""Runs a simulator paper's experiment file at smoke scale by calling its entry directly (the runner's
+Hydra composition, done by hand: the base file named in ``defaults``, then this file, then smoke)."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from repro.experiment import Context, load_entry
+from repro.scale import param_layers
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def compose(experiment: str):
+    paper = experiment.split("/")[0]
+    cfg = OmegaConf.load(REPO / "config" / "experiment" / f"{experiment}.yaml")
+    for base in [d for d in cfg.get("defaults", []) if d != "_self_"]:
+        cfg = OmegaConf.merge(OmegaConf.load(REPO / "config" / "experiment" / paper / f"{base}.yaml"),
+                              {k: v for k, v in cfg.items() if k != "defaults"})
+    return cfg
+
+
+def run(experiment: str, out_dir: Path, scale: str = "smoke"):
+    cfg = compose(experiment)
+    spec = load_entry(cfg.entry)
+    params = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(spec.params), *param_layers(cfg, scale)))
+    result = spec(params, Context(out_dir=out_dir, scale=scale, device="cpu"))
+    for name, table in result.tables.items():
+        table.to_csv(out_dir / f"{name}.csv", index=False)
+    module, _, fn = cfg.figure.partition(":")
+    fig = getattr(importlib.import_module(module), fn)(out_dir)
+    return result, fig
