@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim"))
-from sim_smoke import run  # noqa: E402
+from sim_smoke import check_claims, run  # noqa: E402
 
 
 @pytest.mark.parametrize("name,keys", [
@@ -22,3 +22,8 @@ def test_smoke(name, keys, tmp_path):
     assert result.metrics["events_per_s"] > 0
     assert result.tags["kind"] == "model"
     assert fig.axes
+
+
+
+def test_claims_read_metrics_the_experiments_write(tmp_path):
+    check_claims("oovr", tmp_path)

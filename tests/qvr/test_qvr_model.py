@@ -12,7 +12,7 @@ import yaml
 from repro.experiment import Context, load_entry
 from repro.qvr import model, pipeline
 from repro.qvr.controller import Controller, costs
-from repro.qvr.experiment import QVRParams, rising_crossing
+from repro.qvr.experiment import QVRParams, falling_crossing, rising_crossing
 from repro.qvr.foveation import layers
 from repro.qvr.system import ASSUMED, SOURCES, SystemParams
 from repro.qvr.workload import GameSpec
@@ -119,6 +119,7 @@ def test_rising_crossing():
     assert rising_crossing([1, 10], [1.0, 2.0], 1.1) == pytest.approx(10 ** 0.1)
     assert rising_crossing([1, 10], [1.2, 2.0], 1.1) == 0.0
     assert rising_crossing([1, 10], [1.0, 1.05], 1.1) == math.inf
+    assert falling_crossing([1, 10], [2.0, 1.0], 1.1) == pytest.approx(10 ** 0.9)
 
 
 def test_experiment_files_compose_against_the_params():

@@ -33,3 +33,23 @@ def run(experiment: str, out_dir: Path, scale: str = "smoke"):
     module, _, fn = cfg.figure.partition(":")
     fig = getattr(importlib.import_module(module), fn)(out_dir)
     return result, fig
+
+
+def check_claims(paper: str, tmp_path: Path) -> None:
+    """The paper's claims file has one model row named for the paper, only ledger fields, and every
+    condition reads a metric its experiment (run at smoke scale) writes."""
+    import yaml
+
+    from repro.claims import CLAIM_FIELDS
+
+    claims = yaml.safe_load((REPO / "config" / "claims" / f"{paper}.yaml").read_text())["claims"]
+    assert [c["id"] for c in claims] == [paper]
+    results = {}
+    for claim in claims:
+        assert set(claim) <= CLAIM_FIELDS and claim["kind"] == "model"
+        for cond in [claim["metric"], *claim.get("also", [])]:
+            exp = cond["experiment"]
+            if exp not in results:
+                (tmp_path / exp).mkdir(parents=True)
+                results[exp] = run(exp, tmp_path / exp)[0]
+            assert cond["key"] in results[exp].metrics, (exp, cond["key"])

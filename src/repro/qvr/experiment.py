@@ -30,6 +30,8 @@ class QVRParams:
     workers: int = 2  # processes simulating networks (or screening points) side by side
     bandwidth_mbps: list[float] = field(default_factory=lambda: [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0])
     sweep_latency_ms: float = 5.0  # one-way latency of the constant networks of the bandwidth sweep
+    latency_ms: list[float] = field(default_factory=lambda: [1.0, 2.0, 5.0, 10.0, 20.0, 40.0])  # the latency sweep
+    sweep_bandwidth_mbps: float = 100.0  # bandwidth of the constant networks of the latency sweep
     factors: list[float] = field(default_factory=lambda: [0.5, 2.0])
     curve_factors: list[float] = field(default_factory=lambda: [0.25, 0.5, 2.0, 4.0])  # those in factors are reused
     threshold: float = 0.10
@@ -61,25 +63,45 @@ def traces(p: QVRParams, ctx: Context) -> Result:
 
 @experiment(params=QVRParams, needs_gpu=False)
 def bandwidth_sweep(p: QVRParams, ctx: Context) -> Result:
-    """FPS and speedup of every arm on constant networks of each bandwidth (no jitter, no drops)."""
+    """FPS and speedup of every arm on constant networks (no jitter, no drops): across bandwidths at
+    ``sweep_latency_ms``, and across one-way latencies at ``sweep_bandwidth_mbps``."""
     _check(p)
-    if not p.bandwidth_mbps or any(not (b > 0) for b in p.bandwidth_mbps):
-        raise ParamError(f"bandwidth_mbps: must be a non-empty list of numbers > 0, got {p.bandwidth_mbps!r}")
-    nets = [NetworkProfile(name=f"const_{b:g}mbps", mean_mbps=b, latency_ms=p.sweep_latency_ms) for b in p.bandwidth_mbps]
+    for key in ("bandwidth_mbps", "latency_ms"):
+        values = getattr(p, key)
+        if not values or any(not (v > 0) for v in values):
+            raise ParamError(f"{key}: must be a non-empty list of numbers > 0, got {values!r}")
+    points = [("bandwidth", b, NetworkProfile(name=f"bw_{b:g}", mean_mbps=b, latency_ms=p.sweep_latency_ms))
+              for b in p.bandwidth_mbps]
+    points += [("latency", l, NetworkProfile(name=f"lat_{l:g}", mean_mbps=p.sweep_bandwidth_mbps, latency_ms=l))
+               for l in p.latency_ms]
     t0 = time.perf_counter()
-    runs, _ = model.run(p.system, p.games, nets, p.arms, p.duration_s, ctx.seed, p.workers)
-    runs["mbps"] = runs["network"].map({n.name: n.mean_mbps for n in nets})
+    runs, _ = model.run(p.system, p.games, [n for _, _, n in points], p.arms, p.duration_s, ctx.seed, p.workers)
+    where = {n.name: (kind, v) for kind, v, n in points}
+    runs["kind"] = runs["network"].map(lambda n: where[n][0])
+    runs["value"] = runs["network"].map(lambda n: where[n][1])
     rows = []
-    for b, d in runs.groupby("mbps"):
-        rows.append({"bandwidth_mbps": b, **model.summarize(d),
+    for (kind, value), d in runs.groupby(["kind", "value"]):
+        per_game = model.per_pair(d)
+        rows.append({"kind": kind, "value": value, **model.summarize(d),
+                     **{f"speedup_{g}": v for g, v in per_game["speedup"].items()},
                      **{f"fps_{a}": d.loc[d["arm"] == a, "fps"].mean() for a in p.arms},
                      **{f"latency_ms_{a}": d.loc[d["arm"] == a, "latency_ms"].mean() for a in p.arms}})
-    sweep = pd.DataFrame(rows).sort_values("bandwidth_mbps")
-    metrics = {"stay_local_below_mbps": rising_crossing(sweep["bandwidth_mbps"].tolist(), sweep["speedup"].tolist(), 1.1),
-               "speedup_at_max_bandwidth": float(sweep["speedup"].iloc[-1]),
-               "speedup_at_min_bandwidth": float(sweep["speedup"].iloc[0])}
+    sweep = pd.DataFrame(rows).sort_values(["kind", "value"])
+    bw, lat = sweep[sweep["kind"] == "bandwidth"], sweep[sweep["kind"] == "latency"]
+    metrics = {"speedup_at_max_bandwidth": float(bw["speedup"].iloc[-1]),
+               "speedup_at_min_bandwidth": float(bw["speedup"].iloc[0]),
+               "speedup_at_min_latency": float(lat["speedup"].iloc[0]),
+               "speedup_at_max_latency": float(lat["speedup"].iloc[-1])}
+    for g in p.games:  # where Q-VR should stay local: its gain over local under 1.1x
+        metrics[f"stay_local_below_mbps_{g.name}"] = rising_crossing(bw["value"].tolist(), bw[f"speedup_{g.name}"].tolist(), 1.1)
+        metrics[f"stay_local_above_latency_ms_{g.name}"] = falling_crossing(lat["value"].tolist(), lat[f"speedup_{g.name}"].tolist(), 1.1)
     metrics.update(_speed(float(runs["events"].sum()), time.perf_counter() - t0, ctx))
     return Result(metrics=metrics, tables={"sweep": sweep, "runs": runs}, tags={"kind": "model"})
+
+
+def falling_crossing(x: list[float], y: list[float], level: float) -> float:
+    """The first x (log-interpolated) where y falls to ``level``; 0 if it starts there, inf if never."""
+    return rising_crossing(x, [-v for v in y], -level)
 
 
 def rising_crossing(x: list[float], y: list[float], level: float) -> float:

@@ -10,6 +10,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker as ticker  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from repro.figures import run_record, run_subtitle  # noqa: E402
@@ -35,6 +36,8 @@ def traces(run_dir: Path) -> plt.Figure:
                     label=f"{arm} / {game}")
         ax.axvline(target, color="black", lw=0.8, ls=":")
         ax.set(title=net, xlabel="end-to-end latency (ms)", ylabel="CDF of frames", xscale="log")
+        ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
     axes[0][0].legend(fontsize=6)
     ax = axes[0][-1]
     fps = runs.groupby(["network", "arm"], sort=False)["fps"].mean().unstack()
@@ -46,7 +49,7 @@ def traces(run_dir: Path) -> plt.Figure:
     ax.set(ylabel="frames per second (mean over games)")
     ax.legend(fontsize=7)
     m = run_record(run_dir).get("metrics", {})
-    ax.set_title(f"speedup over local {m.get('speedup', float('nan')):.2f}x (paper 3.4x), "
+    ax.set_title(f"speedup over local {m.get('speedup', float('nan')):.2f}x (paper 3.4x)\n"
                  f"FPS / static {m.get('fps_gain', float('nan')):.2f}x (paper 4.1x)", fontsize=8)
     fig.suptitle(_title(run_dir, "latency distribution and frame rate per network trace"), fontsize=9)
     fig.tight_layout()
@@ -54,22 +57,30 @@ def traces(run_dir: Path) -> plt.Figure:
 
 
 def bandwidth_sweep(run_dir: Path) -> plt.Figure:
-    d = pd.read_csv(Path(run_dir) / "sweep.csv").sort_values("bandwidth_mbps")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.0))
+    d = pd.read_csv(Path(run_dir) / "sweep.csv")
+    games = [c[len("speedup_"):] for c in d.columns if c.startswith("speedup_") and c[len("speedup_"):] not in
+             ("max", "min", "vs_static")]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.0))
+    bw = d[d["kind"] == "bandwidth"].sort_values("value")
     for arm, color in COLORS.items():
-        if f"fps_{arm}" in d:
-            axes[0].plot(d["bandwidth_mbps"], d[f"fps_{arm}"], marker="o", color=color, label=arm)
+        if f"fps_{arm}" in bw:
+            axes[0].plot(bw["value"], bw[f"fps_{arm}"], marker="o", color=color, label=arm)
     axes[0].set(xscale="log", xlabel="network bandwidth (Mbit/s, constant)", ylabel="frames per second (mean over games)")
     axes[0].legend(fontsize=7)
-    axes[1].plot(d["bandwidth_mbps"], d["speedup"], marker="o", label="Q-VR latency speedup over local")
-    axes[1].plot(d["bandwidth_mbps"], d["fps_gain"], marker="s", label="Q-VR FPS / static")
-    axes[1].axhline(1.0, color="black", lw=0.8, ls=":")
-    axes[1].set(xscale="log", yscale="log", xlabel="network bandwidth (Mbit/s, constant)", ylabel="x")
-    axes[1].legend(fontsize=7)
-    m = run_record(run_dir).get("metrics", {})
-    axes[1].set_title(f"Q-VR within 1.1x of local below {m.get('stay_local_below_mbps', float('nan')):.2g} Mbit/s",
-                      fontsize=9)
-    fig.suptitle(_title(run_dir, "frame rate and speedup vs network bandwidth"), fontsize=9)
+    for ax, kind, xlabel in ((axes[1], "bandwidth", "network bandwidth (Mbit/s, constant)"),
+                             (axes[2], "latency", "one-way network latency (ms, constant)")):
+        k = d[d["kind"] == kind].sort_values("value")
+        for j, g in enumerate(games):
+            ax.plot(k["value"], k[f"speedup_{g}"], marker="o", ls=STYLES[j % 4], label=f"speedup over local, {g}")
+        ax.plot(k["value"], k["fps_gain"], marker="s", color="black", label="FPS / static (mean)")
+        ax.axhline(1.1, color="black", lw=0.8, ls=":")
+        ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="x")
+        ax.legend(fontsize=6)
+    rec = run_record(run_dir)
+    p = rec.get("params", {})
+    axes[1].set_title(f"latency {p.get('sweep_latency_ms', '?')} ms", fontsize=9)
+    axes[2].set_title(f"bandwidth {p.get('sweep_bandwidth_mbps', '?')} Mbit/s; dotted: 1.1x", fontsize=9)
+    fig.suptitle(_title(run_dir, "frame rate and speedup vs network bandwidth and latency"), fontsize=9)
     fig.tight_layout()
     return fig
 

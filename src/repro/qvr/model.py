@@ -73,6 +73,17 @@ def run(s: SystemParams, games: list[GameSpec], networks: list[NetworkProfile], 
     return (pd.DataFrame([r for runs, _ in parts for r in runs]), pd.DataFrame([r for _, cdf in parts for r in cdf]))
 
 
+def per_pair(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per game (mean over networks): Q-VR's latency speedup over local and FPS gain over static."""
+    wide = runs.pivot_table(index=["network", "game"], columns="arm", values=["latency_ms", "fps"])
+    out = pd.DataFrame(index=wide.index)
+    if {"local", "qvr"} <= set(runs["arm"]):
+        out["speedup"] = wide["latency_ms"]["local"] / wide["latency_ms"]["qvr"]
+    if {"static", "qvr"} <= set(runs["arm"]):
+        out["fps_gain"] = wide["fps"]["qvr"] / wide["fps"]["static"]
+    return out.groupby("game").mean()
+
+
 def summarize(runs: pd.DataFrame) -> dict[str, float]:
     wide = runs.pivot_table(index=["network", "game"], columns="arm", values=["latency_ms", "fps", "quality"])
     m: dict[str, float] = {}
