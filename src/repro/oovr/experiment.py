@@ -6,6 +6,7 @@ second of wall time, summed over its worker processes' simulations)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field, fields
@@ -43,8 +44,7 @@ def _run(p: OOVRParams, ctx: Context, system: SystemParams | None = None, scenes
     return model.run(system or p.system, scenes or p.scenes, arms or p.arms, p.frames, ctx.seed, p.workers)
 
 
-def _speed(rows: pd.DataFrame, wall_s: float, ctx: Context) -> dict[str, float]:
-    events = float(rows["events"].sum())
+def _speed(events: float, wall_s: float, ctx: Context) -> dict[str, float]:
     rate = events / wall_s if wall_s > 0 else math.nan
     ctx.log.info("simulated %d events in %.1f s: %.0f events/s", events, wall_s, rate)
     print(f"oovr: {events:.0f} simulated events in {wall_s:.1f} s = {rate:,.0f} events/s", flush=True)
@@ -59,7 +59,7 @@ def scenes(p: OOVRParams, ctx: Context) -> Result:
     rows = _run(p, ctx)
     wall = time.perf_counter() - t0
     table, metrics = model.summarize(rows)
-    metrics.update(_speed(rows, wall, ctx))
+    metrics.update(_speed(float(rows["events"].sum()), wall, ctx))
     return Result(metrics=metrics, tables={"frames": rows, "scenes": table},
                   tags={"kind": "model", "arms": ",".join(p.arms), "scenes": ",".join(s.name for s in p.scenes)})
 
@@ -72,8 +72,8 @@ def link_sweep(p: OOVRParams, ctx: Context) -> Result:
         if not values or any(not (v > 0) for v in values):
             raise ParamError(f"{key}: must be a non-empty list of numbers > 0, got {values!r}")
     arms = [a for a in model.HEADLINE_ARMS if a in p.arms]
-    points = [("link_gbps", v, _replace(p.system, link_gbps=v)) for v in p.link_gbps]
-    points += [("asymmetry", a, _replace(p.system, dram_gbps=p.system.link_gbps * a)) for a in p.asymmetry]
+    points = [("link_gbps", v, dataclasses.replace(p.system, link_gbps=v)) for v in p.link_gbps]
+    points += [("asymmetry", a, dataclasses.replace(p.system, dram_gbps=p.system.link_gbps * a)) for a in p.asymmetry]
     t0, all_rows, out = time.perf_counter(), [], []
     for kind, value, system in ctx.progress(points, desc="link sweep"):
         rows = _run(p, ctx, system=system, arms=arms)
@@ -92,7 +92,7 @@ def link_sweep(p: OOVRParams, ctx: Context) -> Result:
                "speedup_at_min_link": float(link["speedup"].iloc[0]), "speedup_at_max_link": float(link["speedup"].iloc[-1]),
                "speedup_at_min_asymmetry": float(asym["speedup"].iloc[0]),
                "speedup_at_max_asymmetry": float(asym["speedup"].iloc[-1])}
-    metrics.update(_speed(pd.concat(all_rows), wall, ctx))
+    metrics.update(_speed(float(sum(r["events"].sum() for r in all_rows)), wall, ctx))
     return Result(metrics=metrics, tables={"sweep": sweep}, tags={"kind": "model"})
 
 
@@ -103,12 +103,6 @@ def crossing(x: np.ndarray, y: np.ndarray, level: float) -> float:
             f = (y[i - 1] - level) / (y[i - 1] - y[i])
             return float(math.exp(math.log(x[i - 1]) + f * (math.log(x[i]) - math.log(x[i - 1]))))
     return 0.0 if len(y) and y[0] <= level else math.inf
-
-
-def _replace(system: SystemParams, **kw) -> SystemParams:
-    import dataclasses
-
-    return dataclasses.replace(system, **kw)
 
 
 def assumed_keys(p: OOVRParams) -> dict[str, float]:
@@ -136,10 +130,11 @@ class Headline:
         numeric = {k: v for k, v in overrides.items() if k != "system.topology"}
         system, scenes_ = model.with_overrides(self.system, self.scenes, numeric)
         if topology:
-            system = _replace(system, topology=topology)
+            system = dataclasses.replace(system, topology=topology)
         rows = model.run(system, scenes_, list(model.HEADLINE_ARMS), self.frames, self.seed)
         m = model.summarize(rows)[1]
-        return {"speedup": m["speedup"], "traffic_reduction": m["traffic_reduction"], "_events": float(rows["events"].sum())}
+        return {"speedup": m["speedup"], "traffic_reduction": m["traffic_reduction"],
+                "_events": float(rows["events"].sum())}
 
 
 @experiment(params=OOVRParams, needs_gpu=False)
@@ -152,12 +147,13 @@ def sensitivity_screen(p: OOVRParams, ctx: Context) -> Result:
     t0 = time.perf_counter()
     other = "full" if p.system.topology == "switch" else "switch"
     screen, curves, base, events = sensitivity.study(headline, defaults, p.factors, p.curve_factors, p.threshold,
-                                                     p.workers, categorical={"system.topology": other})
+                                                     p.workers, categorical={"system.topology": other},
+                                                     progress=ctx.progress)
     worst = screen.groupby("key")["max_rel_change_of_key"].max()
     metrics = {"base_speedup": base["speedup"], "base_traffic_reduction": base["traffic_reduction"],
                "assumed_screened": float(len(worst)), "sensitive": float(int((worst > p.threshold).sum())),
                "largest_rel_change": float(worst.max())}
-    metrics.update(_speed(pd.DataFrame({"events": [events]}), time.perf_counter() - t0, ctx))
+    metrics.update(_speed(events, time.perf_counter() - t0, ctx))
     return Result(metrics=metrics, tables={"screen": screen, "curves": curves},
                   tags={"kind": "model", "sensitive": ",".join(sorted(worst[worst > p.threshold].index)),
                         "largest": str(worst.idxmax())})

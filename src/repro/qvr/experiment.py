@@ -28,7 +28,8 @@ class QVRParams:
     arms: list[str] = field(default_factory=lambda: list(ARMS))
     duration_s: float = 20.0  # simulated seconds per (network, game, arm)
     workers: int = 2  # processes simulating networks (or screening points) side by side
-    bandwidth_mbps: list[float] = field(default_factory=lambda: [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0])
+    bandwidth_mbps: list[float] = field(
+        default_factory=lambda: [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0])
     sweep_latency_ms: float = 5.0  # one-way latency of the constant networks of the bandwidth sweep
     latency_ms: list[float] = field(default_factory=lambda: [1.0, 2.0, 5.0, 10.0, 20.0, 40.0])  # the latency sweep
     sweep_bandwidth_mbps: float = 100.0  # bandwidth of the constant networks of the latency sweep
@@ -93,8 +94,10 @@ def bandwidth_sweep(p: QVRParams, ctx: Context) -> Result:
                "speedup_at_min_latency": float(lat["speedup"].iloc[0]),
                "speedup_at_max_latency": float(lat["speedup"].iloc[-1])}
     for g in p.games:  # where Q-VR should stay local: its gain over local under 1.1x
-        metrics[f"stay_local_below_mbps_{g.name}"] = rising_crossing(bw["value"].tolist(), bw[f"speedup_{g.name}"].tolist(), 1.1)
-        metrics[f"stay_local_above_latency_ms_{g.name}"] = falling_crossing(lat["value"].tolist(), lat[f"speedup_{g.name}"].tolist(), 1.1)
+        speedup = f"speedup_{g.name}"
+        metrics[f"stay_local_below_mbps_{g.name}"] = rising_crossing(bw["value"].tolist(), bw[speedup].tolist(), 1.1)
+        metrics[f"stay_local_above_latency_ms_{g.name}"] = falling_crossing(lat["value"].tolist(), lat[speedup].tolist(),
+                                                                            1.1)
     metrics.update(_speed(float(runs["events"].sum()), time.perf_counter() - t0, ctx))
     return Result(metrics=metrics, tables={"sweep": sweep, "runs": runs}, tags={"kind": "model"})
 
@@ -168,7 +171,8 @@ def sensitivity_screen(p: QVRParams, ctx: Context) -> Result:
     defaults = assumed_keys(p)
     headline = Headline(p.system, p.games, p.networks, p.duration_s, ctx.seed)
     t0 = time.perf_counter()
-    screen, curves, base, events = sensitivity.study(headline, defaults, p.factors, p.curve_factors, p.threshold, p.workers)
+    screen, curves, base, events = sensitivity.study(headline, defaults, p.factors, p.curve_factors, p.threshold,
+                                                     p.workers, progress=ctx.progress)
     worst = screen.groupby("key")["max_rel_change_of_key"].max()
     metrics = {"base_speedup": base["speedup"], "base_fps_gain": base["fps_gain"],
                "assumed_screened": float(len(worst)), "sensitive": float(int((worst > p.threshold).sum())),

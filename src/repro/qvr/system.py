@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from repro.sim.params import count, non_negative, positive
+from repro.sim.params import ParamError, count, non_negative, positive
 
 ARMS = ("local", "static", "qvr")
 
@@ -46,7 +46,6 @@ class SystemParams:
             else:
                 positive(f"{key}.{f.name}", v)
         if not 0 < self.ewma <= 1:
-            from repro.sim.params import ParamError
             raise ParamError(f"{key}.ewma: must be in (0, 1], got {self.ewma!r}")
         return self
 
