@@ -1,5 +1,5 @@
-"""Runs a simulator paper's experiment file at smoke scale by calling its entry directly (the runner's
-Hydra composition, done by hand: the base file named in ``defaults``, then this file, then smoke)."""
+"""Runs a simulator paper's experiment file at smoke scale by calling its entry directly (the file
+resolved as the runner does, ``repro.layout.experiment_file``), and checks its claims file."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from repro import layout
 from repro.experiment import Context, load_entry
 from repro.scale import param_layers
 
@@ -15,12 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def compose(experiment: str):
-    paper = experiment.split("/")[0]
-    cfg = OmegaConf.load(REPO / "config" / "experiment" / f"{experiment}.yaml")
-    for base in [d for d in cfg.get("defaults", []) if d != "_self_"]:
-        cfg = OmegaConf.merge(OmegaConf.load(REPO / "config" / "experiment" / paper / f"{base}.yaml"),
-                              {k: v for k, v in cfg.items() if k != "defaults"})
-    return cfg
+    return OmegaConf.create(layout.experiment_file(experiment))
 
 
 def run(experiment: str, out_dir: Path, scale: str = "smoke"):

@@ -12,20 +12,19 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from repro.figures import run_record, run_subtitle  # noqa: E402
+from repro.figures import finish, open_run  # noqa: E402
 from repro.sim import figures as sim_figures  # noqa: E402
 
 LABELS = {"afr": "AFR (frame-level)", "sfr": "SFR baseline", "object": "object-level SFR",
           "oo_app": "OO-VR programming model", "oovr": "OO-VR"}
 
 
-def _title(run_dir: Path, what: str) -> str:
-    rec = run_record(run_dir)
-    return f"OO-VR model: {what}\n{run_subtitle(rec)} (model, not hardware)"
+TITLE = "OO-VR model (a SimPy simulation, not hardware)"
 
 
 def scenes(run_dir: Path) -> plt.Figure:
-    d = pd.read_csv(Path(run_dir) / "scenes.csv")
+    run_dir, record = open_run(run_dir)
+    d = pd.read_csv(run_dir / "scenes.csv")
     arms = [a for a in LABELS if a in set(d["arm"])]
     names = list(dict.fromkeys(d["scene"]))
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.2))
@@ -40,17 +39,16 @@ def scenes(run_dir: Path) -> plt.Figure:
         ax.set_xticks(range(len(names)), names, rotation=20)
         ax.set_ylabel(ylabel)
     axes[0].legend(fontsize=7, ncols=2)
-    rec = run_record(run_dir).get("metrics", {})
+    rec = record.get("metrics", {})
     axes[0].set_title(f"OO-VR over best earlier: {rec.get('speedup', float('nan')):.2f}x (paper 1.58x)", fontsize=9)
     axes[1].set_title(f"traffic reduction vs best earlier: {rec.get('traffic_reduction', float('nan')):.0%} (paper 76%)",
                       fontsize=9)
-    fig.suptitle(_title(run_dir, "speedup and inter-GPM traffic per scene"), fontsize=9)
-    fig.tight_layout()
-    return fig
+    return finish(fig, f"{TITLE}: speedup and inter-GPM traffic per scene", record, fontsize=9)
 
 
 def link_sweep(run_dir: Path) -> plt.Figure:
-    d = pd.read_csv(Path(run_dir) / "sweep.csv")
+    run_dir, record = open_run(run_dir)
+    d = pd.read_csv(run_dir / "sweep.csv")
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     for ax, kind, xlabel in ((axes[0], "link_gbps", "inter-GPM link bandwidth (GB/s), DRAM fixed"),
                              (axes[1], "asymmetry", "local DRAM / link bandwidth, link 64 GB/s")):
@@ -62,18 +60,15 @@ def link_sweep(run_dir: Path) -> plt.Figure:
         ax.set_xscale("log", base=2)
         ax.set(xlabel=xlabel, ylabel="frame speedup (x)")
         ax.legend(fontsize=7)
-    m = run_record(run_dir).get("metrics", {})
+    m = record.get("metrics", {})
     axes[0].set_title(f"advantage over the best earlier arm gone at {m.get('advantage_gone_gbps', float('nan')):.0f} GB/s",
                       fontsize=9)
-    fig.suptitle(_title(run_dir, "speedup vs link bandwidth and bandwidth asymmetry"), fontsize=9)
-    fig.tight_layout()
-    return fig
+    return finish(fig, f"{TITLE}: speedup vs link bandwidth and bandwidth asymmetry", record, fontsize=9)
 
 
 def sensitivity(run_dir: Path) -> plt.Figure:
-    run_dir = Path(run_dir)
-    rec = run_record(run_dir)
-    return sim_figures.sensitivity(pd.read_csv(run_dir / "screen.csv"), pd.read_csv(run_dir / "curves.csv"),
-                                   {"speedup": "speedup (x)", "traffic_reduction": "traffic reduction"},
-                                   rec.get("params", {}).get("threshold", 0.10), "OO-VR model",
-                                   _title(run_dir, "sensitivity").replace("\n", ", "))
+    run_dir, record = open_run(run_dir)
+    fig = sim_figures.sensitivity(pd.read_csv(run_dir / "screen.csv"), pd.read_csv(run_dir / "curves.csv"),
+                                  {"speedup": "speedup (x)", "traffic_reduction": "traffic reduction"},
+                                  record.get("params", {}).get("threshold", 0.10), "OO-VR")
+    return finish(fig, f"{TITLE}: sensitivity of the headline", record, fontsize=9)

@@ -13,22 +13,21 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker as ticker  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from repro.figures import run_record, run_subtitle  # noqa: E402
+from repro.figures import finish, open_run  # noqa: E402
 from repro.sim import figures as sim_figures  # noqa: E402
 
 COLORS = {"local": "tab:gray", "static": "tab:orange", "qvr": "tab:blue"}
 STYLES = ["-", "--", ":", "-."]
 
 
-def _title(run_dir: Path, what: str) -> str:
-    return f"Q-VR model: {what}\n{run_subtitle(run_record(run_dir))} (model, not hardware)"
+TITLE = "Q-VR model (a SimPy simulation, not hardware)"
 
 
 def traces(run_dir: Path) -> plt.Figure:
-    run_dir = Path(run_dir)
+    run_dir, record = open_run(run_dir)
     cdf, runs = pd.read_csv(run_dir / "latency_cdf.csv"), pd.read_csv(run_dir / "runs.csv")
     nets, games = list(dict.fromkeys(runs["network"])), list(dict.fromkeys(runs["game"]))
-    target = run_record(run_dir).get("params", {}).get("system", {}).get("latency_target_ms", 25.0)
+    target = record.get("params", {}).get("system", {}).get("latency_target_ms", 25.0)
     fig, axes = plt.subplots(1, len(nets) + 1, figsize=(4.0 * (len(nets) + 1), 3.8), squeeze=False)
     for ax, net in zip(axes[0], nets):
         for (arm, game), d in cdf[cdf["network"] == net].groupby(["arm", "game"], sort=False):
@@ -48,16 +47,15 @@ def traces(run_dir: Path) -> plt.Figure:
     ax.set_xticks(range(len(nets)), nets)
     ax.set(ylabel="frames per second (mean over games)")
     ax.legend(fontsize=7)
-    m = run_record(run_dir).get("metrics", {})
+    m = record.get("metrics", {})
     ax.set_title(f"speedup over local {m.get('speedup', float('nan')):.2f}x (paper 3.4x)\n"
                  f"FPS / static {m.get('fps_gain', float('nan')):.2f}x (paper 4.1x)", fontsize=8)
-    fig.suptitle(_title(run_dir, "latency distribution and frame rate per network trace"), fontsize=9)
-    fig.tight_layout()
-    return fig
+    return finish(fig, f"{TITLE}: latency distribution and frame rate per network trace", record, fontsize=9)
 
 
 def bandwidth_sweep(run_dir: Path) -> plt.Figure:
-    d = pd.read_csv(Path(run_dir) / "sweep.csv")
+    run_dir, record = open_run(run_dir)
+    d = pd.read_csv(run_dir / "sweep.csv")
     games = [c[len("speedup_"):] for c in d.columns if c.startswith("speedup_") and c[len("speedup_"):] not in
              ("max", "min", "vs_static")]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.0))
@@ -76,19 +74,15 @@ def bandwidth_sweep(run_dir: Path) -> plt.Figure:
         ax.axhline(1.1, color="black", lw=0.8, ls=":")
         ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="x")
         ax.legend(fontsize=6)
-    rec = run_record(run_dir)
-    p = rec.get("params", {})
+    p = record.get("params", {})
     axes[1].set_title(f"latency {p.get('sweep_latency_ms', '?')} ms", fontsize=9)
     axes[2].set_title(f"bandwidth {p.get('sweep_bandwidth_mbps', '?')} Mbit/s; dotted: 1.1x", fontsize=9)
-    fig.suptitle(_title(run_dir, "frame rate and speedup vs network bandwidth and latency"), fontsize=9)
-    fig.tight_layout()
-    return fig
+    return finish(fig, f"{TITLE}: frame rate and speedup vs network bandwidth and latency", record, fontsize=9)
 
 
 def sensitivity(run_dir: Path) -> plt.Figure:
-    run_dir = Path(run_dir)
-    rec = run_record(run_dir)
-    return sim_figures.sensitivity(pd.read_csv(run_dir / "screen.csv"), pd.read_csv(run_dir / "curves.csv"),
-                                   {"speedup": "speedup over local (x)", "fps_gain": "FPS / static (x)"},
-                                   rec.get("params", {}).get("threshold", 0.10), "Q-VR model",
-                                   _title(run_dir, "sensitivity").replace("\n", ", "))
+    run_dir, record = open_run(run_dir)
+    fig = sim_figures.sensitivity(pd.read_csv(run_dir / "screen.csv"), pd.read_csv(run_dir / "curves.csv"),
+                                  {"speedup": "speedup over local (x)", "fps_gain": "FPS / static (x)"},
+                                  record.get("params", {}).get("threshold", 0.10), "Q-VR")
+    return finish(fig, f"{TITLE}: sensitivity of the headline", record, fontsize=9)

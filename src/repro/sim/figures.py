@@ -15,8 +15,9 @@ import pandas as pd  # noqa: E402
 
 
 def sensitivity(screen: pd.DataFrame, curves: pd.DataFrame, headlines: dict[str, str], threshold: float,
-                title: str, subtitle: str = "") -> plt.Figure:
-    """``headlines``: column -> axis label. Scene/game/network keys are factors (default 1)."""
+                model: str) -> plt.Figure:
+    """``headlines``: column -> axis label. Scene/game/network keys are factors (default 1). The
+    caller titles and lays it out (``repro.figures.finish``)."""
     worst = screen.groupby("key")["max_rel_change_of_key"].max().sort_values()
     keys = sorted(curves["key"].unique()) if len(curves) else []
     ncols = 4
@@ -28,7 +29,7 @@ def sensitivity(screen: pd.DataFrame, curves: pd.DataFrame, headlines: dict[str,
     ax.barh(worst.index, 100 * worst.values, color=colors)
     ax.axvline(100 * threshold, color="black", ls=":", lw=1)
     ax.set(xlabel="largest change of a headline number at the screened factors (%)",
-           title=f"{title}: sensitivity to each assumed parameter (red: > {threshold:.0%}, curve below)")
+           title=f"{model}: sensitivity to each assumed parameter (red: > {threshold:.0%}, curve below)")
     ax.tick_params(axis="y", labelsize=7)
     markers = ["o", "s", "^", "D"]
     for n, key in enumerate(keys):
@@ -45,6 +46,4 @@ def sensitivity(screen: pd.DataFrame, curves: pd.DataFrame, headlines: dict[str,
         ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
         ax.xaxis.set_minor_formatter(ticker.NullFormatter())
         ax.set_title(key, fontsize=8)
-    fig.suptitle(subtitle, fontsize=8, y=0.995)
-    fig.tight_layout()
     return fig
