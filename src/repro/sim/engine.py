@@ -3,8 +3,6 @@ a map over independent simulations in worker processes."""
 
 from __future__ import annotations
 
-import time
-
 import simpy
 
 
@@ -18,24 +16,6 @@ class CountingEnvironment(simpy.Environment):
     def step(self) -> None:
         super().step()
         self.events += 1
-
-
-class EventRate:
-    """Sums events and wall time over many environments: ``rate`` is simulated events per second."""
-
-    def __init__(self):
-        self.events = 0
-        self.wall_s = 0.0
-
-    def run(self, env: CountingEnvironment, until=None):
-        t0 = time.perf_counter()
-        env.run(until=until)
-        self.wall_s += time.perf_counter() - t0
-        self.events += env.events
-
-    @property
-    def rate(self) -> float:
-        return self.events / self.wall_s if self.wall_s > 0 else float("nan")
 
 
 class pool_map:

@@ -23,7 +23,6 @@ class GPUModule:
         self.memory = Port(env, memory_bandwidth, memory_latency, name=f"{name}.memory")
         self.cache = BufferCache(cache_bytes, name=f"{name}.cache")
         self.busy = 0.0  # time the pipeline was held
-        self.finished = 0.0  # when its last task ended
 
     def compute(self, seconds: float):
         """Generator: hold the compute pipeline for ``seconds``."""
