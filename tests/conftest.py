@@ -24,6 +24,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def dag_jobs(workdir: Path, config: dict) -> list:
+    """The jobs of a forced dry run, through Snakemake's Python API."""
+    from snakemake.api import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings, SnakemakeApi
+
+    with SnakemakeApi(OutputSettings(quiet={"all"})) as api:
+        wf = api.workflow(resource_settings=ResourceSettings(cores=1), config_settings=ConfigSettings(config=config),
+                          snakefile=workdir / "Snakefile", workdir=workdir)
+        workflow = wf.dag(DAGSettings(forceall=True)).workflow_api._workflow
+        workflow._prepare_dag(forceall=True, ignore_incomplete=True, lock_warn_only=True)
+        workflow._build_dag()
+        return list(workflow.dag.jobs)
+
+
 def experiment_cfg(experiment: str):
     """An experiment file as Hydra composes it (its base merged under a variant), as an OmegaConf config."""
     from omegaconf import OmegaConf

@@ -200,14 +200,19 @@ def test_default_profile_parses():
     assert args.resources["gpu"].value == 1
 
 
-def test_slurm_profile_sends_every_gpu_rule_to_the_gpu_partition(monkeypatch):
+def test_slurm_profile_sends_every_gpu_step_to_the_gpu_partition(monkeypatch):
+    """The steps carry their own cluster resources, by their experiments' GPU counts: a GPU step asks
+    for the GPU partition and its GPUs, a CPU step for the default partition, with no per-rule entry
+    in the profile (a new paper needs none)."""
     monkeypatch.setenv("REPRO_SLURM_GPU_PARTITION", "gpuq")
+    monkeypatch.setenv("REPRO_SLURM_PARTITION", "cpuq")
     profile = load_profile("slurm")
-    assert profile["executor"] == "slurm"
+    assert profile["executor"] == "slurm" and "set-resources" not in profile
     for key in ("slurm_partition", "runtime", "mem_mb", "cpus_per_task"):
         assert key in profile["default-resources"]
-    # rule `experiment` is the template the paper rules use: it matches no job
-    gpu_rules = {rule.name for rule in workflow_rules() if "gpu" in rule.resources} - {"experiment"}
-    assert gpu_rules and set(profile["set-resources"]) == gpu_rules
-    for rule in gpu_rules:
-        assert profile["set-resources"][rule]["slurm_partition"] == "gpuq"
+    from conftest import dag_jobs
+
+    jobs = [j for j in dag_jobs(REPO, {"scale": "paper"}) if "gpu" in j.rule.resources]
+    kinds = {(j.resources["gpu"] > 0, j.resources["slurm_partition"]) for j in jobs}
+    assert kinds == {(True, "gpuq"), (False, "cpuq")}
+    assert {j.rule.name for j in jobs if j.resources["gpu"] > 0} >= {"tsm2x", "clicktrain_arm", "sweep_point"}

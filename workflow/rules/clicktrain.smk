@@ -19,7 +19,7 @@ rule clicktrain_arm:
     wildcard_constraints:
         exp=CLICKTRAIN_ARMS,
     resources:
-        gpu=lambda wc: layout.gpus(f"clicktrain/{wc.exp}"),
+        **step_resources(lambda wc: f"clicktrain/{wc.exp}"),
     container:
         GPU_IMAGE
     shell:

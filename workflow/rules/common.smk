@@ -1,5 +1,6 @@
 # Helpers for every rule file (the resolved scale; reading an experiment file); the rules that
 # run experiments are in experiment.smk (docs/adding-a-paper.md).
+import os
 import sys
 from pathlib import Path
 
@@ -49,6 +50,29 @@ def repro_run(experiment, out=None, overrides=""):
     results/<experiment>); overrides: extra Hydra overrides (one point of a sweep)."""
     return (f"python -m repro.run experiment={experiment} scale={SCALE} "
             f"out={out or f'results/{experiment}'}{overrides} > {{log}} 2>&1")
+
+
+# What a step asks a cluster for, by whether its experiment uses GPUs (profiles/slurm sends these to
+# SLURM; a local run ignores them). Partitions and the GPU model come from the environment
+# (docs/clusters.md), so that a new paper's rules need no profile entry.
+STEP_RESOURCES = {
+    "cpu": dict(slurm_partition=os.environ.get("REPRO_SLURM_PARTITION", ""), runtime=30, mem_mb=8000, cpus_per_task=2),
+    "gpu": dict(slurm_partition=os.environ.get("REPRO_SLURM_GPU_PARTITION", ""),
+                gpu_model=os.environ.get("REPRO_SLURM_GPU_MODEL", ""), runtime=60, mem_mb=32000, cpus_per_task=8),
+}
+
+
+def step_resources(experiment_of_job):
+    """A rule's resources: the GPUs its experiment uses (``--resources gpu=N`` caps them; the SLURM
+    executor asks for them) and STEP_RESOURCES of its kind. ``experiment_of_job(wildcards)`` names
+    the experiment a job runs."""
+
+    def kind(wc):
+        return "gpu" if layout.gpus(experiment_of_job(wc)) else "cpu"
+
+    keys = sorted({k for r in STEP_RESOURCES.values() for k in r})
+    return {"gpu": lambda wc: layout.gpus(experiment_of_job(wc)),
+            **{k: (lambda wc, k=k: STEP_RESOURCES[kind(wc)].get(k, "")) for k in keys}}
 
 
 def experiment_of(wc):

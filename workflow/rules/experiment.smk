@@ -16,7 +16,7 @@ rule experiment:
     wildcard_constraints:
         paper="(?!)",
     resources:
-        gpu=lambda wc: layout.gpus(experiment_of(wc)),
+        **step_resources(experiment_of),
     container:
         GPU_IMAGE
     shell:
@@ -38,7 +38,7 @@ rule sweep_point:
     wildcard_constraints:
         **sweep.constraints(SWEEPS),
     resources:
-        gpu=lambda wc: layout.gpus(point_of(wc).experiment),
+        **step_resources(lambda wc: point_of(wc).experiment),
     container:
         GPU_IMAGE
     shell:

@@ -1,0 +1,51 @@
+"""Runs a simulator paper's experiment file at smoke scale by calling its entry directly (the file
+resolved as the runner does, ``repro.layout.experiment_file``), and checks its claims file."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from repro import layout
+from repro.experiment import Context, load_entry
+from repro.scale import param_layers
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def compose(experiment: str):
+    return OmegaConf.create(layout.experiment_file(experiment))
+
+
+def run(experiment: str, out_dir: Path, scale: str = "smoke"):
+    cfg = compose(experiment)
+    spec = load_entry(cfg.entry)
+    params = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(spec.params), *param_layers(cfg, scale)))
+    result = spec(params, Context(out_dir=out_dir, scale=scale, device="cpu"))
+    for name, table in result.tables.items():
+        table.to_csv(out_dir / f"{name}.csv", index=False)
+    module, _, fn = cfg.figure.partition(":")
+    fig = getattr(importlib.import_module(module), fn)(out_dir)
+    return result, fig
+
+
+def check_claims(paper: str, tmp_path: Path) -> None:
+    """The paper's claims file has one model row named for the paper, only ledger fields, and every
+    condition reads a metric its experiment (run at smoke scale) writes."""
+    import yaml
+
+    from repro.claims import CLAIM_FIELDS
+
+    claims = yaml.safe_load((REPO / "config" / "claims" / f"{paper}.yaml").read_text())["claims"]
+    assert [c["id"] for c in claims] == [paper]
+    results = {}
+    for claim in claims:
+        assert set(claim) <= CLAIM_FIELDS and claim["kind"] == "model"
+        for cond in [claim["metric"], *claim.get("also", [])]:
+            exp = cond["experiment"]
+            if exp not in results:
+                (tmp_path / exp).mkdir(parents=True)
+                results[exp] = run(exp, tmp_path / exp)[0]
+            assert cond["key"] in results[exp].metrics, (exp, cond["key"])
