@@ -155,7 +155,7 @@ def _changed_code(record: dict) -> str:
     prov = record.get("provenance", {})
     commit = prov.get("commit", "")
     if prov.get("code"):
-        changed = provenance.changed_code(prov["code"])
+        changed = provenance.changed_code(prov["code"], commit)
     else:
         changed = provenance.changed_since(commit, _code_paths(record))
     if not changed:
