@@ -215,6 +215,13 @@ def import_closure(module: str) -> list[str]:
     return sorted(seen)
 
 
+def _bookkeeping(rel: str) -> bool:
+    """A repository path that code_files leaves out now: a top-level bookkeeping module or a figure module."""
+    parts = Path(rel).parts
+    return (len(parts) == 3 and parts[:2] == ("src", "repro") and Path(parts[2]).stem in BOOKKEEPING) or \
+        (parts[:2] == ("src", "repro") and Path(rel).name == "figures.py")
+
+
 def code_files(module_names, extra: tuple[Path, ...] = ()) -> list[Path]:
     """The package's source files behind ``module_names`` (e.g. sys.modules after a run, or an
     import_closure): every repro module's file except the figure modules (drawing changes no number)
@@ -274,6 +281,8 @@ def changed_code(digests: dict[str, str], commit: str = "") -> list[str]:
     that runs the same) does not count (computes_the_same)."""
     changed = []
     for rel, digest in digests.items():
+        if _bookkeeping(rel):  # recorded before it was counted as bookkeeping: it computes no number
+            continue
         path = REPO_ROOT / rel
         try:
             now = source_digest(path)

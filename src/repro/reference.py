@@ -157,7 +157,8 @@ def _changed_code(record: dict) -> str:
     if prov.get("code"):
         changed = provenance.changed_code(prov["code"], commit)
     else:
-        changed = provenance.changed_since(commit, _code_paths(record))
+        changed = [rel for rel in provenance.changed_since(commit, _code_paths(record)) or []
+                   if not provenance.computes_the_same(rel, commit)]
     if not changed:
         return ""
     shown = ", ".join("/".join(Path(c).parts[-2:]) for c in changed[:4])  # comet/hooks.py, train/hooks.py
