@@ -64,17 +64,22 @@ class Compressed:
     widths: Any  # uint8, one per block
     anchors: Any  # int32, one per block
     payload: Any  # uint32 (NumPy) / int32 (torch) words
+    tile_starts: Any = None  # GPU streams: int64 payload word where each tile of 8 blocks begins
 
     @property
     def nbytes(self) -> int:
-        """Bytes the compressed tensor occupies: payload, per-block widths and anchors, header."""
-        words = self.payload.numel() if hasattr(self.payload, "numel") else self.payload.size
-        blocks = self.widths.numel() if hasattr(self.widths, "numel") else self.widths.size
-        return 4 * int(words) + PER_BLOCK_BYTES * int(blocks) + HEADER_BYTES
+        """Bytes the compressed tensor occupies: payload, per-block widths and anchors, header (and
+        the tile starts where the stream holds them)."""
+        index = 0 if self.tile_starts is None else 8 * _size(self.tile_starts)
+        return 4 * _size(self.payload) + PER_BLOCK_BYTES * _size(self.widths) + HEADER_BYTES + index
 
     @property
     def ratio(self) -> float:
         return 4 * self.n / self.nbytes
+
+
+def _size(a) -> int:
+    return int(a.numel() if hasattr(a, "numel") else a.size)
 
 
 def check_eb(eb: float) -> np.float32:
@@ -96,15 +101,23 @@ def step_of(eb: np.float32) -> np.float32:
     return np.float32(np.float32(2) * np.float32(eb)) * STEP_SHRINK
 
 
+def recip_of(step: np.float32) -> np.float32:
+    """float32(1 / step), the quantiser's multiplier (inf for a zero or tiny step), as the GPU gets it."""
+    with np.errstate(divide="ignore", over="ignore"):
+        return np.float32(np.float32(1) / np.float32(step))
+
+
 def quantize(x: np.ndarray, eb: np.float32) -> tuple[np.ndarray, np.ndarray]:
     """(q int32, predictable bool) of float32 values x, as defined in the module doc."""
     step = step_of(eb)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        m = (np.floor(np.abs(x) / step) + np.float32(1)).astype(np.float32)
+    inv = recip_of(step)
+    ax = np.abs(x)
+    with np.errstate(invalid="ignore", over="ignore"):
+        m = (np.floor(ax * inv) + np.float32(1)).astype(np.float32)
         ok = m < QMAX
         m = np.where(ok, m, np.float32(1)).astype(np.float32)
-        recon = np.copysign((m - np.float32(0.5)) * step, x).astype(np.float32)
-        ok &= np.abs(x.astype(np.float64) - recon.astype(np.float64)) <= np.float64(eb)
+        recon = ((m - np.float32(0.5)) * step).astype(np.float32)
+        ok &= np.abs(ax - recon) < np.float32(eb)
     zero = x == 0
     ok |= zero
     q = np.where(ok & ~zero, np.copysign(m, x), 0).astype(np.int32)
