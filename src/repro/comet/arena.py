@@ -37,13 +37,67 @@ from typing import Any
 
 import torch
 
-from repro.comet import buffers, gpu_codec
-from repro.comet.codec import check_eb
+from repro.comet import buffers, codec, gpu_codec
+
+
+class Buffer:
+    """One allocation holding the scratch, streams and shared payload of S slots (buffers.layout);
+    ``reset`` zeroes the scratch (one memset), ``compress`` is one launch into slot i."""
+
+    def __init__(self, lay: buffers.Layout, device):
+        self.layout = lay
+        self.tensor = torch.empty(lay.total_bytes, dtype=torch.uint8, device=device)
+        self.reset()
+
+    @staticmethod
+    def worst_case(counts, device) -> Buffer:
+        """Room for every block raw (1024 words per block): nothing can overflow."""
+        return Buffer(buffers.layout(counts, [codec.BLOCK * codec.nblocks(n) for n in counts]), device)
+
+    def reset(self) -> None:
+        self.tensor[:self.layout.scratch_bytes].zero_()
+
+    def slot(self, i: int, eb: float) -> gpu_codec.Slot:
+        lay, base = self.layout, self.tensor.data_ptr()
+        eb32 = float(gpu_codec.quantizer(float(eb))[0])
+        return gpu_codec.Slot(lay.counts[i], eb32, base + lay.widths[i], base + lay.anchors[i], base + lay.starts[i],
+                              base + lay.payload, lay.capacity, base + lay.bases + 8 * i, base + lay.flags,
+                              base + lay.counters + 4 * i, base + lay.status[i], self.tensor)
+
+    def compress(self, i: int, src: gpu_codec.Source, eb: float, max_words: int = 0,
+                 kernels_dir=None) -> gpu_codec.Slot:
+        if src.n != self.layout.counts[i]:
+            raise ValueError(f"slot {i} holds {self.layout.counts[i]} values, got a tensor of {src.n}")
+        slot = self.slot(i, eb)
+        gpu_codec.launch_compress(src, eb, slot, max_words, kernels_dir)
+        return slot
+
+    def flags(self):
+        """int32 [payload overflowed, blocks holding NaN/Inf] (device)."""
+        return self.tensor[self.layout.flags:self.layout.flags + 8].view(torch.int32)
+
+    def bases(self):
+        """int64 [S + 1] (device): slot i's payload is words bases[i]..bases[i + 1]."""
+        lay = self.layout
+        return self.tensor[lay.bases:lay.bases + 8 * (len(lay.counts) + 1)].view(torch.int64)
+
+    def stream(self, i: int, eb: float) -> codec.Compressed:
+        """Slot i as a stream of views into the buffer (one sync, to read where its payload is)."""
+        lay = self.layout
+        nb = codec.nblocks(lay.counts[i])
+        start, end = self.bases()[i:i + 2].tolist()
+        words = self.tensor[lay.payload:].view(torch.int32)
+        return codec.Compressed(n=lay.counts[i], eb=float(codec.check_eb(eb)),
+                                widths=self.tensor[lay.widths[i]:lay.widths[i] + nb],
+                                anchors=self.tensor[lay.anchors[i]:lay.anchors[i] + 4 * nb].view(torch.int32),
+                                payload=words[start:end],
+                                tile_starts=self.tensor[lay.starts[i]:lay.starts[i] + 8 * buffers.ntiles(nb)]
+                                .view(torch.int64) - start)
 
 
 def budgets(words, margin: float) -> tuple[int, ...]:
     """Payload words to reserve per slot: margin x the words seen, rounded up to whole blocks (32 words)."""
-    return tuple(32 * math.ceil(int(w) * margin / 32) for w in words)
+    return tuple(32 * -(-math.ceil(int(w) * margin - 1e-9) // 32) for w in words)
 
 
 @dataclass
@@ -88,17 +142,11 @@ class Planner:
         self._device = src.tensor.device
         plan = self.plan
         if plan is not None and not self._off_plan and i < len(plan.layout.counts) and plan.layout.counts[i] == src.n:
-            lay = plan.layout
             if i == 0:
-                self._arena = torch.empty(lay.total_bytes, dtype=torch.uint8, device=src.tensor.device)
-                self._arena[:lay.scratch_bytes].zero_()
-            base = self._arena.data_ptr()
-            slot = gpu_codec.Slot(src.n, float(check_eb(eb)), base + lay.widths[i], base + lay.anchors[i],
-                                  base + lay.starts[i], base + lay.payload, lay.capacity, base + lay.bases + 8 * i,
-                                  base + lay.flags, base + lay.counters + 4 * i, base + lay.status[i], self._arena)
-            gpu_codec.launch_compress(src, eb, slot, plan.max_words.data_ptr() + 8 * i, self.kernels_dir)
+                self._arena = Buffer(plan.layout, src.tensor.device)
+            slot = self._arena.compress(i, src, eb, plan.max_words.data_ptr() + 8 * i, self.kernels_dir)
             return slot, plan.slot_bytes[i]
-        if torch.cuda.is_current_stream_capturing():
+        if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
             where = "there is no plan yet" if plan is None else \
                 f"the plan has {len(plan.layout.counts)} slots" + (f", slot {i} of {plan.layout.counts[i]} values"
                                                                    if i < len(plan.layout.counts) else "")
@@ -113,8 +161,7 @@ class Planner:
         """After backward, before the optimiser step: void the gradients of a step whose payload
         overflowed (on the device), count it; plan from a step compressed exactly."""
         if self._arena is not None:
-            lay = self.plan.layout
-            flags = self._arena[lay.flags:lay.flags + 8].view(torch.int32)  # overflow, NaN/Inf blocks
+            flags = self._arena.flags()
             self.plan.counters[:2].add_(flags)
             self.plan.counters[2].add_(1)
             grads = [p.grad for p in model.parameters() if p.grad is not None]
@@ -140,7 +187,8 @@ class Planner:
         for key, value in (("overflow_steps", overflows), ("nonfinite_blocks", nonfinite), ("planned_steps", steps)):
             self.totals[key] += value
         lay = plan.layout
-        row = dict(codec_reserved_bytes=lay.total_bytes, codec_used_max_bytes=lay.total_bytes - 4 * (lay.capacity - sum(used)),
+        row = dict(codec_reserved_bytes=lay.total_bytes,
+                   codec_used_max_bytes=lay.total_bytes - 4 * (lay.capacity - sum(used)),
                    codec_overflow_steps=overflows, codec_nonfinite_blocks=nonfinite, codec_planned_steps=steps)
         need = sum(budgets(used, self.margin))
         if steps and (overflows or need > lay.capacity or need * self.margin < lay.capacity):

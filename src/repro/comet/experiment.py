@@ -25,8 +25,6 @@ compare           cross-arm ratios from the arms' records (inputs uncompressed, 
 
 from __future__ import annotations
 
-import contextlib
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,7 +35,7 @@ import torch.nn as nn
 
 from repro import records
 from repro.train.arm import TrainParams, finish_arm, run_arm, splits
-from repro.comet import codec
+from repro.comet import bench_ops, codec, step_arms
 from repro.comet.hooks import SavedTensorAccounting, make_hooks
 from repro.experiment import Context, Result, experiment
 from repro.models import build_model
@@ -70,6 +68,7 @@ class BenchParams:
     primary_eb: float = 0.05
     repeats: int = 10
     check_mib: int = 16  # GPU: prefix whose stream is compared with the NumPy codec's
+    layouts: list = field(default_factory=lambda: ["flat"])  # GPU: flat | channels_last (bench_ops.LAYOUTS)
 
 
 def synthetic_activation(kind: str, n: int, device, seed: int = 0) -> torch.Tensor:
@@ -102,49 +101,77 @@ def compressor_bench(p: BenchParams, ctx: Context) -> Result:
         raise ValueError(f"primary_kind/primary_eb ({p.primary_kind}, {p.primary_eb}) must be among kinds {p.kinds} "
                          f"and ebs {p.ebs}")
     cuda = ctx.device == "cuda"
+    check_choices("layouts", p.layouts, bench_ops.LAYOUTS, require="flat")
+    layouts = p.layouts if cuda else ["flat"]  # the NumPy codec sees flat values only
     n = p.size_mib * 2**20 // 4
     nbytes = 4 * n
     rows, metrics, tags = [], {}, {}
+    kernels = ctx.inputs.get("kernels")
     if cuda:
         from repro.comet import gpu_codec
 
-        kernels = ctx.inputs.get("kernels")
-
-        def enc(x, eb):
-            return gpu_codec.compress(x, eb, kernels)
-
-        def dec(c):
-            return gpu_codec.decompress(c, kernels_dir=kernels)
-
         def timed(fn):
             return time_cuda(fn, warmup=2, repeats=p.repeats).median_s
-        tags["backend"] = "GPU kernels (comet_codec.cu via CuPy), times by CUDA events incl. the host sync"
+        tags["backend"] = ("GPU kernels (comet_codec.cu via CuPy), times by CUDA events; compress: into a preallocated "
+                           "buffer (scratch memset + one launch, sizes on the device); compress_exact: the exact-size "
+                           "stream (two launches, one host sync, allocation)")
     else:
-        enc, dec = codec.compress, codec.decompress
-
         def timed(fn):
             return time_cpu(fn, warmup=1, repeats=max(1, min(p.repeats, 3))).median_s
         tags["backend"] = "NumPy reference codec on the CPU (GPU numbers need scale=paper on a GPU)"
-    for kind in p.kinds:
+    for kind, layout in [(k, lay) for k in p.kinds for lay in layouts]:
         x = synthetic_activation(kind, n, ctx.device, ctx.seed)
-        data = x if cuda else x.numpy()
         density = float((x != 0).float().mean())
-        for eb in p.ebs:
-            c = enc(data, eb)
-            y = dec(c)
-            err = _max_error(x, y if cuda else torch.from_numpy(y))
-            t_c = timed(lambda: enc(data, eb))
-            t_d = timed(lambda: dec(c))
-            widths = (c.widths.cpu().numpy() if cuda else c.widths).astype(int)
-            rows.append(dict(kind=kind, eb=eb, values=n, density=density, ratio=c.ratio, bits_per_value=32 / c.ratio,
-                             max_err=err, max_err_over_eb=err / eb, compress_s=t_c, decompress_s=t_d,
-                             compress_gbps=nbytes / t_c / 1e9, decompress_gbps=nbytes / t_d / 1e9,
-                             zero_blocks=float((widths == 0).mean()), raw_blocks=float((widths == codec.RAW).mean()),
-                             mean_width=float(widths.mean())))
-            ctx.log.info("%s eb=%g: ratio %.2f, compress %.0f GB/s, decompress %.0f GB/s, max err / eb %.4f", kind, eb,
-                         c.ratio, rows[-1]["compress_gbps"], rows[-1]["decompress_gbps"], err / eb)
-            del c, y
         if cuda:
+            ops = bench_ops.Ops(bench_ops.as_layout(x, layout), kernels)
+            enc, dec, exact = ops.compress, ops.decompress, ops.compress_exact
+        else:
+            data = x.numpy()
+
+            def enc(eb, data=data):
+                return codec.compress(data, eb)
+            dec, exact = codec.decompress, None
+        for eb in p.ebs:
+            c = enc(eb)
+            y = dec(c)
+            stream = ops.stream(eb) if cuda else c
+            if cuda:
+                err = _max_error(ops.memory_order(ops.x), ops.memory_order(y))
+            else:
+                err = _max_error(x, torch.from_numpy(y))
+            t_c = timed(lambda: enc(eb))
+            t_d = timed(lambda: dec(c))
+            row = dict(kind=kind, layout=layout, eb=eb, values=n, density=density, ratio=stream.ratio,
+                       bits_per_value=32 / stream.ratio, max_err=err, max_err_over_eb=err / eb, compress_s=t_c,
+                       decompress_s=t_d, compress_gbps=nbytes / t_c / 1e9, decompress_gbps=nbytes / t_d / 1e9)
+            if cuda:
+                t_e = timed(lambda: exact(eb))
+                row.update(compress_exact_s=t_e, compress_exact_gbps=nbytes / t_e / 1e9)
+            widths = (stream.widths.cpu().numpy() if cuda else stream.widths).astype(int)
+            row.update(zero_blocks=float((widths == 0).mean()), raw_blocks=float((widths == codec.RAW).mean()),
+                       mean_width=float(widths.mean()))
+            rows.append(row)
+            ctx.log.info("%s %s eb=%g: ratio %.2f, compress %.0f GB/s, decompress %.0f GB/s, max err / eb %.4f", kind,
+                         layout, eb, stream.ratio, row["compress_gbps"], row["decompress_gbps"], err / eb)
+            del c, y, stream
+        if cuda:  # the timed path's whole stream equals the exact-size path's
+            ops.compress(p.primary_eb)
+            timed_c, exact_c = ops.stream(p.primary_eb), ops.compress_exact(p.primary_eb)
+            metrics[f"arena_match_{layout}_{kind}"] = float(all(torch.equal(a, b) for a, b in (
+                (getattr(timed_c, a), getattr(exact_c, a)) for a in ("widths", "anchors", "payload", "tile_starts"))))
+            del timed_c, exact_c
+        if cuda and layout != "flat":
+            eb = p.primary_eb
+            per = int(np.prod(bench_ops.CHW))
+            m = max(per, min(n, p.check_mib * 2**20 // 4) // per * per)
+            flat_c = gpu_codec.compress(x[:m], eb, kernels)
+            other = gpu_codec.compress_source(gpu_codec.Source.nhwc_of(bench_ops.as_layout(x[:m], layout)), eb, kernels)
+            metrics[f"stream_match_{layout}_{kind}"] = float(all(torch.equal(a, b) for a, b in (
+                (flat_c.widths, other.widths), (flat_c.anchors, other.anchors), (flat_c.payload, other.payload))))
+            del ops, flat_c, other
+            continue
+        if cuda:
+            del ops
             eb = p.primary_eb
             scratch = torch.empty_like(x)
             t_copy = timed(lambda: scratch.copy_(x))
@@ -153,24 +180,31 @@ def compressor_bench(p: BenchParams, ctx: Context) -> Result:
             metrics[f"torch_quantize_gbps_{kind}"] = nbytes / t_quant / 1e9
             m = min(n, p.check_mib * 2**20 // 4)
             ref = codec.compress(x[:m].cpu().numpy(), eb)
-            got = gpu_codec.to_cpu(gpu_codec.compress(x[:m], eb, kernels))
+            got_dev = gpu_codec.compress(x[:m], eb, kernels)
+            got = gpu_codec.to_cpu(got_dev)
             same = np.array_equal(ref.widths, got.widths) and np.array_equal(ref.payload, got.payload)
-            decoded_same = np.array_equal(codec.decompress(ref), gpu_codec.decompress(
-                gpu_codec.compress(x[:m], eb, kernels), kernels_dir=kernels).cpu().numpy())
+            decoded_same = np.array_equal(codec.decompress(ref),
+                                          gpu_codec.decompress(got_dev, kernels_dir=kernels).cpu().numpy())
             metrics[f"stream_match_{kind}"] = float(same and decoded_same)
-            del scratch
-        del x, data
+            del scratch, got_dev
+        del x
     table = pd.DataFrame(rows)
-    primary = table[(table.kind == p.primary_kind) & (table.eb == p.primary_eb)].iloc[0]
+    flat = table[table.layout == "flat"]
+    primary = flat[(flat.kind == p.primary_kind) & (flat.eb == p.primary_eb)].iloc[0]
     metrics.update(compress_gbps=primary.compress_gbps, decompress_gbps=primary.decompress_gbps, ratio=primary.ratio,
-                   max_err_over_eb=table.max_err_over_eb.max(), min_compress_gbps=table.compress_gbps.min(),
-                   min_decompress_gbps=table.decompress_gbps.min(), input_mib=p.size_mib)
+                   max_err_over_eb=table.max_err_over_eb.max(), min_compress_gbps=flat.compress_gbps.min(),
+                   min_decompress_gbps=flat.decompress_gbps.min(), input_mib=p.size_mib)
     if cuda:
         metrics["copy_gbps"] = metrics[f"copy_gbps_{p.primary_kind}"]
         metrics["torch_quantize_gbps"] = metrics[f"torch_quantize_gbps_{p.primary_kind}"]
-    tags.update(gbps="input bytes / median time; compress includes both passes, the prefix sum, the host sync "
-                     "that reads the total size and the exact-size allocation",
-                primary=f"{p.primary_kind}, eb={p.primary_eb}")
+        metrics["compress_exact_gbps"] = primary.compress_exact_gbps
+        for layout in layouts[1:]:
+            case = table[(table.layout == layout) & (table.kind == p.primary_kind) & (table.eb == p.primary_eb)]
+            other = case.iloc[0]
+            metrics[f"compress_gbps_{layout}"] = other.compress_gbps
+            metrics[f"decompress_gbps_{layout}"] = other.decompress_gbps
+    tags.update(gbps="input bytes / median time (see backend for what each direction includes)",
+                primary=f"{p.primary_kind}, eb={p.primary_eb}, flat")
     return Result(metrics=metrics, tables={"bench": table}, tags=tags)
 
 
@@ -191,6 +225,8 @@ class ArmParams(TrainParams):
     group_size: int = 256  # actnn: values per quantisation group
     value_order: str = "logical"  # the order codecs see a tensor's values: logical (NCHW) | memory (hooks.dense_flat)
     probe_batch: int = 0  # batch of the memory probe; 0 = batch_size
+    payload: str = "exact"  # COMET on CUDA: exact (one sync per saved tensor) | arena (no sync; graph-safe if fixed)
+    arena_margin: float = 1.1  # arena: payload budget / largest payload seen
 
 
 def probe_memory(model: nn.Module, hooks: SavedTensorAccounting, x: torch.Tensor, y: torch.Tensor) -> dict:
@@ -230,7 +266,7 @@ def train_arm(p: ArmParams, ctx: Context) -> Result:
     hooks = make_hooks(p.method, eb=p.eb, fraction=p.grad_error_fraction, bn_fraction=p.bn_fraction,
                        eb_min=p.eb_min, eb_max=p.eb_max, retune_every=p.retune_every, min_numel=p.min_numel,
                        group_size=p.group_size, seed=ctx.seed, kernels_dir=ctx.inputs.get("kernels"),
-                       value_order=p.value_order)
+                       value_order=p.value_order, payload=p.payload, arena_margin=p.arena_margin)
     result = run_arm(p, ctx, model, train_split, test_split, hooks=hooks)
     metrics, tags, artifacts = finish_arm(p, ctx, result, train_split, "training pass only, epochs 2.. (eager for every arm)")
     tables = {"epochs": result.history}
@@ -260,6 +296,8 @@ def train_arm(p: ArmParams, ctx: Context) -> Result:
     )
     if len(train_layers):
         metrics["train_ratio"] = train_layers.raw_bytes.sum() / train_layers.stored_bytes.sum()
+    if hasattr(hooks, "codec_metrics"):
+        metrics.update(hooks.codec_metrics())
     if "decisions" in tables:
         d = tables["decisions"]
         metrics.update(eb_final_median=float(pd.Series(hooks.controller.eb).median()), retunes=int(d.step.nunique()))
@@ -478,97 +516,64 @@ class StepBenchParams:
     image_size: int = 32
     num_classes: int = 10
     channels_last: bool = True
-    methods: list = field(default_factory=lambda: list(METHODS))
+    methods: list = field(default_factory=lambda: list(METHODS))  # eager arms
+    payloads: list = field(default_factory=lambda: ["exact"])  # of the eager COMET arms: exact | arena
+    graph_methods: list = field(default_factory=list)  # also run as a CUDA-graph step (none, fixed; arena payload)
     eb: float = 0.05  # fixed and adaptive (before any re-tune: the bench is shorter than W)
     min_numel: int = 4096
     group_size: int = 256
     value_order: str = "logical"
+    arena_margin: float = 1.1
     warmup: int = 5
     steps: int = 40
-    rounds: int = 2  # the methods run round-robin this many times; the median round counts
-
-
-class _HostClock:
-    """Wraps hooks.encode/decode to add up the host seconds spent inside them."""
-
-    def __init__(self, hooks):
-        self.seconds = 0.0
-        for name in ("encode", "decode"):
-            setattr(hooks, name, self._timed(getattr(hooks, name)))
-
-    def _timed(self, fn):
-        def timed(*args):
-            t0 = time.perf_counter()
-            try:
-                return fn(*args)
-            finally:
-                self.seconds += time.perf_counter() - t0
-        return timed
+    rounds: int = 2  # the arms run round-robin this many times; the median round counts
 
 
 @experiment(params=StepBenchParams, needs_gpu=False)
 def step_bench(p: StepBenchParams, ctx: Context) -> Result:
     check_choices("methods", p.methods, METHODS, require="none")
+    check_choices("payloads", p.payloads, ("exact", "arena"))
+    check_choices("graph_methods", p.graph_methods, step_arms.GRAPH_METHODS,
+                  require="none" if p.graph_methods else None)
     cuda = ctx.device == "cuda"
     gen = torch.Generator().manual_seed(ctx.seed)
     x = torch.randn(p.batch_size, 3, p.image_size, p.image_size, generator=gen).to(ctx.device)
     if p.channels_last and cuda:
         x = x.contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, p.num_classes, (p.batch_size,), generator=gen).to(ctx.device)
-    setups = {}
-    for method in p.methods:
-        torch.manual_seed(ctx.seed)
-        model = build_model(p.model, num_classes=p.num_classes, **p.model_kw).to(ctx.device)
-        if p.channels_last and cuda:
-            model = model.to(memory_format=torch.channels_last)
-        hooks = make_hooks(method, eb=p.eb, min_numel=p.min_numel, group_size=p.group_size, seed=ctx.seed,
-                           kernels_dir=ctx.inputs.get("kernels"), value_order=p.value_order)
-        clock = None
-        if hooks is not None:
-            hooks.wrap_model(model)
-            clock = _HostClock(hooks)
-        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, fused=cuda)
-        setups[method] = (model, hooks, clock, opt)
-
-    def run(method: str, steps: int) -> tuple[float, float]:
-        model, hooks, clock, opt = setups[method]
-        host0 = clock.seconds if clock else 0.0
-        if cuda:
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            # the uncompressed arm runs the plain trainer: no hooks at all
-            with hooks.saved_tensors_hooks() if hooks is not None else contextlib.nullcontext():
-                loss = nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            if hooks is not None:
-                hooks.after_backward(model)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        if cuda:
-            torch.cuda.synchronize()
-        return (time.perf_counter() - t0) / steps, ((clock.seconds if clock else 0.0) - host0) / steps
-
-    for method in p.methods:
-        run(method, p.warmup)
+    hook_kw = dict(eb=p.eb, min_numel=p.min_numel, group_size=p.group_size, kernels_dir=ctx.inputs.get("kernels"),
+                   value_order=p.value_order, arena_margin=p.arena_margin)
+    arms = {name: step_arms.build(name, lambda: build_model(p.model, num_classes=p.num_classes, **p.model_kw),
+                                  ctx.device, ctx.seed, p.channels_last, hook_kw, ctx.log)
+            for name in step_arms.arm_names(p.methods, p.payloads, p.graph_methods)}
+    for arm in arms.values():
+        arm.warm_up(x, y, p.warmup)
     rows = []
     for r in range(p.rounds):
-        for method in p.methods:
-            step_s, host_s = run(method, p.steps)
-            rows.append(dict(round=r, method=method, step_s=step_s, host_codec_s=host_s,
-                             images_per_s=p.batch_size / step_s))
-            ctx.log.info("round %d %-9s %7.2f ms/step (%6.0f img/s), host time in encode/decode %6.2f ms/step",
-                         r, method, 1e3 * step_s, p.batch_size / step_s, 1e3 * host_s)
+        for name, arm in arms.items():
+            step_s, host_s = arm.run(x, y, p.steps)
+            rows.append(dict(round=r, arm=name, method=arm.method, payload=arm.payload, mode=arm.mode, step_s=step_s,
+                             host_codec_s=host_s, images_per_s=p.batch_size / step_s))
+            ctx.log.info("round %d %-16s %7.2f ms/step (%6.0f img/s), host time in encode/decode %6.2f ms/step",
+                         r, name, 1e3 * step_s, p.batch_size / step_s, 1e3 * host_s)
     table = pd.DataFrame(rows)
-    med = table.groupby("method").median(numeric_only=True)
+    med = table.groupby("arm").median(numeric_only=True)
     metrics = {}
-    for method in p.methods:
-        metrics[f"images_per_s_{method}"] = med.images_per_s[method]
-        metrics[f"host_codec_ms_{method}"] = 1e3 * med.host_codec_s[method]
-        metrics[f"speed_ratio_{method}"] = med.images_per_s[method] / med.images_per_s["none"]
+    for name, arm in arms.items():
+        key = name.replace("@", "_")
+        metrics[f"images_per_s_{key}"] = med.images_per_s[name]
+        metrics[f"host_codec_ms_{key}"] = 1e3 * med.host_codec_s[name]
+        reference = "none@cudagraph" if arm.mode == "cudagraph" else "none"
+        metrics[f"speed_ratio_{key}"] = med.images_per_s[name] / med.images_per_s[reference]
+        if arm.mode == "cudagraph":
+            metrics[f"speed_ratio_{key}_vs_eager"] = med.images_per_s[name] / med.images_per_s["none"]
+        for k, v in arm.codec_metrics().items():
+            metrics[f"{k}_{key}"] = v
     tags = dict(model=p.model, batch=p.batch_size, data="random CIFAR-shaped batch (no loader, no augmentation)",
-                mode="eager (the arms' mode)", timing=f"wall clock over {p.steps} steps after a device sync; "
-                                                       f"median of {p.rounds} round-robin rounds")
+                arms="<method>: eager, COMET exact-size payload; <method>@arena: eager, payload arena (no sync); "
+                     "<method>@cudagraph: one captured CUDA graph per step (COMET: arena); speed_ratio against none "
+                     "in the same mode (_vs_eager: against eager none)",
+                timing=f"wall clock over {p.steps} steps after a device sync; median of {p.rounds} round-robin rounds")
     return Result(metrics=metrics, tables={"steps": table}, tags=tags)
 
 

@@ -27,6 +27,7 @@ channels-last tensor), which saves the hooks' two copies per saved tensor.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -43,8 +44,14 @@ INT32_LIMIT = 2**31
 _NAMES = ("comet_compress", "comet_compress_nhwc", "comet_decompress", "comet_decompress_nhwc")
 
 
+_FUNCTIONS: dict = {}
+
+
 def _functions(device: int, kernels_dir: Path | None) -> dict:
-    return {name: kernels.function("comet_codec", name, device, kernels_dir) for name in _NAMES}
+    key = (device, kernels_dir)
+    if key not in _FUNCTIONS:
+        _FUNCTIONS[key] = {name: kernels.function("comet_codec", name, device, kernels_dir) for name in _NAMES}
+    return _FUNCTIONS[key]
 
 
 def _launch(fn, device: int, grid: int, args) -> None:
@@ -66,7 +73,7 @@ class Source:
     hw: int = 0
 
     @staticmethod
-    def flat(t) -> "Source":
+    def flat(t) -> Source:
         flat = flat_input(t)
         return Source(flat, flat.numel())
 
@@ -80,8 +87,9 @@ class Source:
                 and t.shape[2] * t.shape[3] >= MIN_HW and 0 < t.numel() < INT32_LIMIT)
 
     @staticmethod
-    def nhwc_of(t) -> "Source":
-        if not Source.nhwc_fits(t):
+    def nhwc_of(t, checked: bool = False) -> Source:
+        """``checked``: the caller has seen nhwc_fits(t) hold."""
+        if not (checked or Source.nhwc_fits(t)):
             raise ValueError(f"the channels-last kernels take a channels-last (N, C, H, W) float32 CUDA tensor with "
                              f"H * W >= {MIN_HW} and < 2^31 values, got shape {tuple(t.shape)}, strides {t.stride()}, "
                              f"{t.dtype}")
@@ -121,6 +129,7 @@ def flat_input(t):
     return flat
 
 
+@functools.lru_cache(maxsize=4096)
 def quantizer(eb: float) -> tuple[np.float32, np.float32, np.float32]:
     """(eb, step, 1 / step) as float32, as the kernels get them; ValueError for a bad eb."""
     eb32 = check_eb(eb)
@@ -132,7 +141,7 @@ def launch_compress(src: Source, eb: float, slot: Slot, max_words: int = 0, kern
     """Compress ``src`` into ``slot`` with one launch (no sync). The slot's scratch must be zeroed
     (bases[0]: where its payload starts). ``max_words``: address of an int64 the kernel raises to
     this payload's size (0: none)."""
-    eb32, step, inv = quantizer(eb)
+    eb32, step, inv = quantizer(float(eb))
     device = src.tensor.device.index
     fn = _functions(device, kernels_dir)["comet_compress_nhwc" if src.nhwc else "comet_compress"]
     nb = nblocks(src.n)
@@ -168,7 +177,7 @@ def compress_source(src: Source, eb: float, kernels_dir: Path | None = None) -> 
     """The exact-size stream of ``src`` (see the module doc: two launches, one host sync)."""
     import torch
 
-    eb32, _, _ = quantizer(eb)
+    eb32, _, _ = quantizer(float(eb))
     n, device = src.n, src.tensor.device
     nb = nblocks(n)
     widths = torch.empty(nb, dtype=torch.uint8, device=device)

@@ -34,7 +34,6 @@ The adaptive controller (COMET's analysis, simplified):
 
 from __future__ import annotations
 
-import contextlib
 import math
 import weakref
 from dataclasses import dataclass
@@ -354,7 +353,7 @@ class CometHooks(SavedTensorAccounting):
             data = codec.compress(flat.numpy(), eb)
             return CometPacked(data, t.shape, layout, t.device), data.nbytes
         if self.value_order == "logical" and gpu_codec.Source.nhwc_fits(t):
-            src, layout = gpu_codec.Source.nhwc_of(t), "nhwc"
+            src, layout = gpu_codec.Source.nhwc_of(t, checked=True), "nhwc"
         else:
             flat, layout = dense_flat(t, self.value_order)
             src = gpu_codec.Source.flat(flat)
