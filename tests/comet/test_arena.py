@@ -169,3 +169,11 @@ def test_comet_hooks_payload_modes():
     assert exact.on_epoch_end(torch.nn.Linear(1, 1), 0, {}) is None
     with pytest.raises(ValueError, match="payload must be one of"):
         CometHooks(EBController(0.05, adaptive=False), payload="ring")
+
+
+def test_arena_totals_are_checkpointed():
+    hooks = make_hooks("fixed", payload="arena")
+    hooks.planner.totals["overflow_steps"] = 3
+    resumed = make_hooks("fixed", payload="arena")
+    resumed.load_state_dict(hooks.state_dict())
+    assert resumed.planner.totals["overflow_steps"] == 3 and resumed.planner.plan is None

@@ -46,10 +46,7 @@ class Layout:
     widths: tuple[int, ...]
     payload: int
     total_bytes: int
-
-    @property
-    def capacity(self) -> int:
-        return sum(self.budgets)
+    capacity: int  # payload words: the sum of the budgets
 
     def slot_bytes(self) -> tuple[int, ...]:
         """Bytes of the buffer attributed to each slot; they sum to total_bytes."""
@@ -90,4 +87,4 @@ def layout(counts, budgets) -> Layout:
         pos = _align(pos + nb, 16)
     payload = _align(pos, PAYLOAD_ALIGN)
     return Layout(counts, budgets, bases, flags, counters, tuple(status), scratch, tuple(starts), tuple(anchors),
-                  tuple(widths), payload, payload + 4 * sum(budgets))
+                  tuple(widths), payload, payload + 4 * sum(budgets), sum(budgets))

@@ -1,10 +1,11 @@
 """COMET (Jin et al., VLDB 2022): error-bounded lossy compression of the activations saved for
 backward, against uncompressed training and the ActNN 2-bit quantiser, on the shared trainer.
 
-compressor_bench  GB/s of compress and decompress (input bytes / time, host sync and exact-size
-                  allocation included), ratio and max error / eb on large synthetic activations
-                  (smooth post-ReLU and Gaussian), beside a device copy and a naive torch
-                  quantise in the same run; on a GPU also that its stream equals the NumPy codec's.
+compressor_bench  GB/s of compress and decompress (input bytes / time; on a GPU the single-pass
+                  path into a preallocated buffer and the exact-size path, bench_ops), ratio and
+                  max error / eb on large synthetic activations (smooth post-ReLU and Gaussian;
+                  flat and channels-last), beside a device copy and a naive torch quantise in the
+                  same run; on a GPU also that its stream equals the NumPy codec's.
 train_arm         one training arm (params.method): none (the plain trainer, no hooks), fixed
                   (one eb for every layer), adaptive (EBController), actnn (2-bit per group).
                   After training, a probe step on one batch measures activation memory: CUDA
@@ -17,7 +18,8 @@ max_batch         the largest batch whose training step fits a memory cap, uncom
                   (fixed eb) vs ActNN, on synthetic CIFAR-shaped batches.
 step_bench        training-step images/s of every arm side by side in one process (the speed
                   claim's measurement: the arms' own images/s depend on what shared the GPU), and
-                  the host time spent inside encode/decode per step.
+                  the host time spent inside encode/decode per step; eager, arena-payload and
+                  CUDA-graph arms (step_arms).
 compare           cross-arm ratios from the arms' records (inputs uncompressed, fixed_eb,
                   adaptive_eb, actnn2bit): mem_reduction, vs_actnn, top1_loss; throughput_ratio
                   from inputs.step_bench when given, else from the arms' records.

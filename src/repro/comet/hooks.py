@@ -375,11 +375,16 @@ class CometHooks(SavedTensorAccounting):
         return restore(flat, packed.shape, packed.layout)
 
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "controller": self.controller.state_dict()}
+        state = {**super().state_dict(), "controller": self.controller.state_dict()}
+        if self.planner is not None:  # a resumed run re-calibrates its plan; the run's counts carry on
+            state["arena_totals"] = dict(self.planner.totals)
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.controller.load_state_dict(state.get("controller", {}))
+        if self.planner is not None:
+            self.planner.totals.update(state.get("arena_totals", {}))
 
 
 @dataclass
