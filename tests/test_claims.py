@@ -66,7 +66,7 @@ def test_verdicts(setup):
     assert df.loc["a.fail", "verdict"] == "not-reproduced"
     assert df.loc["a.ref", "verdict"] == "not-run-here"
     assert df.loc["a.ref", "source"] == "reference" and df.loc["a.ref", "measured"] == "1.7"
-    assert "needs a CUDA GPU" in df.loc["a.ref", "note"]
+    assert "needs a CUDA GPU" in df.loc["a.ref", "here_why"]
     assert df.loc["a.model", "verdict"] == "model"
     assert df.loc["a.pending", "verdict"] == "pending"
     assert df.loc["a.noexp", "verdict"] == "pending"
@@ -108,11 +108,14 @@ def test_failing_also_condition_fails_the_claim(setup):
     assert df.loc["a.pass", "verdict"] == "not-reproduced"
 
 
-def test_report_files_and_exact_columns(setup, tmp_path):
+def test_report_files_keep_the_earlier_columns_first(setup, tmp_path):
+    from repro import report
+
+    ledger, results, ref, config = setup
     df = claims.build(*setup)
-    claims.write(df, tmp_path / "out", [])
-    header = (tmp_path / "out" / "claims.csv").read_text().splitlines()[0]
-    assert header == ",".join(claims.COLUMNS)
+    report.write(df, tmp_path / "out", [], results=results, reference_root=ref)
+    header = (tmp_path / "out" / "claims.csv").read_text().splitlines()[0].split(",")
+    assert header[:len(claims.COLUMNS)] == claims.COLUMNS and header == claims.CSV_COLUMNS
     html = (tmp_path / "out" / "report.html").read_text()
     assert all(cid in html for cid in df.claim_id)
 
@@ -179,6 +182,25 @@ def test_a_record_listing_its_code_is_checked_file_by_file(monkeypatch, tmp_path
     assert reference.stale_code(rec) == "its code changed since that run (abcdef1: src/step.py): a rerun may change it"
     src.unlink()
     assert "step.py" in reference.stale_code(rec)  # gone counts as changed
+
+
+def test_digests_of_another_python_are_checked_by_git(monkeypatch):
+    """Source digests are syntax-tree dumps, which differ between Python versions: a record made by
+    another Python (the GPU machine's 3.12 against a CPU machine's 3.11) is checked by git since its
+    commit, over the files it lists, not by digest (every file would look changed)."""
+    import sys
+
+    from repro import provenance
+
+    other = f"{sys.version_info[0]}.{sys.version_info[1] + 1}.0"
+    rec = {"paper": "p", "experiment": "e", "provenance": {"commit": "abcdef1234", "python": other,
+                                                           "code": {"src/repro/records.py": "0" * 16}}}
+    monkeypatch.setattr(provenance, "changed_code", lambda d: pytest.fail("digests of another Python are not compared"))
+    monkeypatch.setattr(provenance, "changed_since", lambda commit, paths: [] if paths == ["src/repro/records.py"] else None)
+    assert reference.stale_code(rec) == ""
+    rec["provenance"]["python"] = ".".join(map(str, sys.version_info[:3]))
+    monkeypatch.setattr(provenance, "changed_code", lambda d: ["src/repro/records.py"])
+    assert "records.py" in reference.stale_code(rec)
 
 
 def test_a_run_records_the_code_it_ran():

@@ -77,8 +77,9 @@ def source_digest(path: Path) -> str:
 
 
 # top-level modules that run, record and report but compute no number of a record
-BOOKKEEPING = {"__init__", "atomic", "claims", "experiment", "figures", "gpu_slots", "kernels", "layout", "machine",
-               "progress", "provenance", "records", "reference", "run", "scale", "sweep", "tracking"}
+BOOKKEEPING = {"__init__", "artifact", "atomic", "browser", "claims", "claims_chart", "experiment", "figures",
+               "gpu_slots", "kernels", "layout", "machine", "progress", "provenance", "records", "reference", "report",
+               "run", "scale", "sweep", "tracking"}
 
 
 def _module_file(name: str) -> Path | None:
