@@ -11,7 +11,7 @@ import yaml
 
 from repro import records
 
-EXPERIMENTS = {"k/fast": 1, "k/skipped": 1, "k/sim": 0, "k/smoke": 0, "k/nan": 0, "k/sweep": 0}
+EXPERIMENTS = {"k/fast": 1, "k/skipped": 1, "k/sim": 0, "k/smoke": 0, "k/nan": 0, "k/sweep": 0, "k/cpu": 0}
 COMMON = dict(paper="P", statement="s", paper_value=2.0, unit="x")
 CLAIMS = [
     {**COMMON, "id": "h.both", "target": 1.5, "direction": ">=", "timing": True,
@@ -27,6 +27,9 @@ CLAIMS = [
      "metric": {"experiment": "k/nan", "key": "loss_at_target"}},
     {**COMMON, "id": "h.time", "paper": "Q", "target": 2.0, "direction": "<=", "unit": "s", "paper_unit": "ms on a K40",
      "metric": {"experiment": "k/sweep", "key": "seconds"}},
+    {**COMMON, "id": "h.mixed", "paper": "Q", "target": 1.0, "direction": ">=",
+     "metric": {"experiment": "k/skipped", "key": "speedup"},
+     "also": [{"experiment": "k/cpu", "key": "err", "target": 1e-6, "direction": "<="}]},
     {**COMMON, "id": "h.pending", "target": 1.0, "direction": ">=", "needs": "gpu2"},
 ]
 
@@ -90,7 +93,8 @@ def make(tmp_path: Path) -> dict:
     figure(ref / "figures" / "k" / "skipped.png")
     here = {"fast": write_record(results, "k/fast", {"speedup": 2.0, "min": 1.2}, sharing=0),
             "skipped": write_record(results, "k/skipped", {}, scale="smoke", status="skipped", gpu=None),
-            "smoke": write_record(results, "k/smoke", {"speedup": 0.01}, scale="smoke", gpu=None)}
+            "smoke": write_record(results, "k/smoke", {"speedup": 0.01}, scale="smoke", gpu=None),
+            "cpu": write_record(results, "k/cpu", {"err": 1e-9}, gpu=None)}  # a CPU step at paper scale
     figure(results / "figures" / "k" / "fast.png")
     (results / "mlflow").mkdir(parents=True)
     (results / "mlflow" / "ingested.json").write_text(json.dumps(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from repro import artifact, claims, claims_chart, report
+from repro import artifact, claims, claims_chart, report, report_content
 
 from conftest import REPO
 from report_fixture import Elements, make
@@ -42,6 +42,9 @@ def test_each_claim_is_judged_on_the_reference_machine_and_here(built):
     nan = df.loc["h.nan"]
     assert nan.reference_verdict == "not-reproduced" and nan.reference_measured == ""
     assert any("NaN: no point reaches it" in d for d in nan.reference_details)
+    mixed = df.loc["h.mixed"]  # a GPU metric's reference run beside a CPU step run here at paper scale
+    assert (mixed.reference_verdict, mixed.here_verdict) == ("reproduced", "not-run-here")
+    assert "k/cpu: a CPU step, from this machine's paper-scale run" in mixed.reference_details
     pending = df.loc["h.pending"]
     assert (pending.reference_verdict, pending.here_verdict, pending.verdict) == ("pending",) * 3
 
@@ -49,9 +52,9 @@ def test_each_claim_is_judged_on_the_reference_machine_and_here(built):
 def test_the_counts_of_both_sides(built):
     _, df = built
     ref, here = claims.tally(df, "reference"), claims.tally(df, "here")
-    assert ref == {"reproduced": 2, "not-reproduced": 2, "no-reference": 1, "pending": 1, "model reproduced": 0,
+    assert ref == {"reproduced": 3, "not-reproduced": 2, "no-reference": 1, "pending": 1, "model reproduced": 0,
                    "model not-reproduced": 1, "model no-reference": 0}
-    assert (here["reproduced"], here["smoke"], here["not-run-here"], here["pending"]) == (1, 1, 3, 1)
+    assert (here["reproduced"], here["smoke"], here["not-run-here"], here["pending"]) == (1, 1, 4, 1)
     assert here["model not-run-here"] == 1
 
 
@@ -86,9 +89,9 @@ def test_the_picture_places_each_side_and_the_papers_value_in_its_unit(built):
 
 
 def test_a_note_shows_two_sentences_and_keeps_the_rest():
-    head, rest = report.split_note("What is measured. Why it misses (1.2x, e.g. here). Third. Fourth?")
+    head, rest = report_content.split_note("What is measured. Why it misses (1.2x, e.g. here). Third. Fourth?")
     assert head == "What is measured. Why it misses (1.2x, e.g. here)." and rest == "Third. Fourth?"
-    assert report.split_note("") == ("", "")
+    assert report_content.split_note("") == ("", "")
 
 
 def _page(f, df, tmp_path):
@@ -161,7 +164,7 @@ def test_experiment_runs_count_a_sweeps_points_in_its_row(built):
                                                                "disk_bytes": sweep["points"]["disk_bytes"]}
     own = (Path(sweep["path"])).stat().st_size
     assert sweep["disk_bytes"] == own and sweep["points"]["disk_bytes"] > 0  # the point's folder is not its own
-    assert set(artifact.experiment_runs(f["results"], f["config"])) == {"k/fast", "k/skipped", "k/smoke"}
+    assert set(artifact.experiment_runs(f["results"], f["config"])) == {"k/fast", "k/skipped", "k/smoke", "k/cpu"}
 
 
 def test_junit_counts_by_test_folder(built):

@@ -31,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from repro import layout, records, sweep
+from repro import browser, layout, records, sweep
 from repro.reference import find_reference, input_gpu_name, named_input_records, stale_code
 
 COLUMNS = ["claim_id", "paper", "statement", "paper_value", "target", "measured", "unit", "verdict",
@@ -222,19 +222,31 @@ def _judged(claim: dict, recs: dict[str, dict], timing) -> Side:
     return side
 
 
-def reference_side(claim: dict, reference_root: Path) -> Side:
-    """The claim judged on the committed reference run of each experiment it reads (no-reference when
-    one has none), with what of their code changed since they ran."""
+def reference_side(claim: dict, reference_root: Path, results: Path, config_root: Path | None = None) -> Side:
+    """The claim judged on the committed reference run of each experiment it reads, with what of
+    their code changed since they ran. A CPU experiment (one that reads no GPU's records) is never
+    published for a GPU: beside a GPU experiment's reference run, this machine's paper-scale run of
+    it stands in. no-reference when an experiment has neither."""
     refs = {}
-    for c in _conditions(claim):
-        if c["experiment"] not in refs:
-            ref_dir = find_reference(reference_root, *layout.split(c["experiment"]))
-            refs[c["experiment"]] = records.read(ref_dir) if ref_dir else None
+    for exp in dict.fromkeys(c["experiment"] for c in _conditions(claim)):
+        ref_dir = find_reference(reference_root, *layout.split(exp))
+        refs[exp] = records.read(ref_dir) if ref_dir else None
+    cpu = [e for e, r in refs.items() if r is None and gpus_needed(e, config_root) == 0]
+    local = []
+    if any(r is not None for r in refs.values()):
+        for exp in cpu:
+            rec = _record(results, exp)
+            if rec is not None and rec["status"] == "ok" and rec["scale"] == "paper":
+                refs[exp], local = rec, [*local, exp]
     if missing := [e for e, r in refs.items() if r is None]:
-        return Side("no-reference", why="no committed reference run of " + ", ".join(missing))
+        cpu = [e for e in missing if e in cpu]
+        return Side("no-reference", why="no committed reference run of " + ", ".join(missing) + (
+            f" ({', '.join(cpu)}: a CPU step, which a paper-scale run here stands in for)" if cpu and len(cpu) < len(refs)
+            else ""))
     side = _judged(claim, refs, claim.get("timing"))
+    side.details += [f"{exp}: a CPU step, from this machine's paper-scale run" for exp in local]
     for exp, rec in refs.items():
-        if stale := stale_code(rec, Path(rec["_dir"]).parents[1]):
+        if exp not in local and (stale := stale_code(rec, Path(rec["_dir"]).parents[1])):
             side.details.append(f"{exp}: {stale}" if len(refs) > 1 else stale)
     return side
 
@@ -292,7 +304,7 @@ def evaluate(claim: dict, results: Path, reference_root: Path, config_root: Path
         return {**row, **extra}
     row["needs"] = needs_of(claim, config_root)
     extra["experiments"] = list(dict.fromkeys(c["experiment"] for c in _conditions(claim)))
-    ref, here = reference_side(claim, reference_root), here_side(claim, results)
+    ref, here = reference_side(claim, reference_root, results, config_root), here_side(claim, results)
     for name, side in (("reference", ref), ("here", here)):
         extra[f"{name}_value"] = side.value
         extra[f"{name}_details"] = ([side.why] if side.why and name == "here" else []) + side.details
@@ -360,7 +372,7 @@ def tally(df: pd.DataFrame, side: str) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from repro import report
+    from repro import report  # it reads this module's table: imported here, not at the top
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ledger", type=Path, default=Path("config/claims"),
@@ -393,8 +405,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{side}: " + ", ".join(f"{n} {v}" for v, n in tally(df, side).items() if n))
     print(f"{page}: {page.stat().st_size / 1e6:.2f} MB")
     if args.screenshot is not None:
-        from repro import browser
-
         print(browser.screenshot_or_reason(page, args.screenshot))
     return 0
 

@@ -1,13 +1,5 @@
 """The picture of every claim on one axis: each claim's headline value placed against its target, so
-that a claim that holds sits right of the line and one that misses left of it.
-
-A ratio claim (a speedup, a bandwidth, a time) sits at log2(measured / target); a difference claim
-(top-1 points, a target at or below zero) at measured - target, in the claim's unit. Both are
-turned so that right is better: a `<=` claim's sign flips. Values beyond the axis sit at its edge
-with an arrow. Circles are the reference machine's values, triangles this machine's at paper scale,
-hollow diamonds the paper's own value where it is in the claim's unit; a marker's colour is the
-claim's verdict on that side, also-conditions included, so a headline value right of the line can
-still be red.
+that a claim that holds sits right of the line and one that misses left of it (CAPTION says how).
 """
 
 from __future__ import annotations
@@ -22,6 +14,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+CAPTION = ("A ratio claim (a speedup, a bandwidth, a time) sits at log2(measured / target); a difference claim "
+           "(top-1 points, or a target at or below zero) at measured - target, in the claim's unit. Both are turned "
+           "so that right is better: a `<=` claim's sign flips. Values beyond the axis sit at its edge with an "
+           "arrow. Circles are the reference machine's values, triangles this machine's at paper scale, hollow "
+           "diamonds the paper's own value where it is in the claim's unit; a marker's colour is the claim's "
+           "verdict on that side, also-conditions included, so a headline value right of the line can still be red.")
 LIMIT = 3.0  # the axis runs from -LIMIT to +LIMIT
 HELD, MISSED, NONE = "#2e7d32", "#c62828", "#9e9e9e"
 
