@@ -106,3 +106,69 @@ def test_gpu_board_picks_our_card_by_uuid_and_host_info_reads_proc(tmp_path):
     assert info["cpu_model"] == "Example CPU @ 2.0GHz" and info["host_memory_bytes"] == 1024 * 1024
     assert info["cpu_count"] >= 1
     assert "cpu_model" not in host_info.__wrapped__(tmp_path / "missing")  # unreadable: left out
+
+
+def _repo(tmp_path, monkeypatch):
+    """A git repository standing in for the project: provenance reads files and history there."""
+    import subprocess
+
+    from repro import provenance
+
+    root = tmp_path / "repo"
+    (root / "src" / "repro").mkdir(parents=True)
+    monkeypatch.setattr(provenance, "REPO_ROOT", root)
+    monkeypatch.setattr(provenance, "PACKAGE_ROOT", root / "src" / "repro")
+    provenance.definition_index.cache_clear()
+
+    def commit(files: dict[str, str]) -> str:
+        for rel, text in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            if text is None:
+                (root / rel).unlink()
+            else:
+                (root / rel).write_text(text)
+        git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run([*git, "init", "-q"], check=True)
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-qm", "x"], check=True)
+        provenance.definition_index.cache_clear()
+        return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+
+    return root, commit
+
+
+def test_code_that_only_moved_between_files_is_not_a_change(tmp_path, monkeypatch):
+    """A record's file that changed since it ran counts as changed only if some definition it had is
+    gone or different: moving a function to another module, or editing an import, is not a change."""
+    from repro import provenance
+
+    root, commit = _repo(tmp_path, monkeypatch)
+    a, b = "src/repro/a.py", "src/repro/b.py"
+    old = commit({a: "import os\nK = 2\n\ndef f(x):\n    return x * K\n\ndef g(x):\n    return f(x) + 1\n"})
+    digests = provenance.code_digests([root / a])
+    commit({a: "from repro.b import f, K\n\ndef g(x):\n    return f(x) + 1\n",
+            b: '"""Moved here."""\nK = 2\n\ndef f(x):\n    return x * K  # same\n'})
+    assert provenance.changed_code(digests, old) == []  # everything moved, unchanged
+    assert provenance.changed_code(digests) == [a]  # without the commit only the digest can tell
+    commit({b: '"""Moved here."""\nK = 3\n\ndef f(x):\n    return x * K\n'})
+    assert provenance.changed_code(digests, old) == [a]  # K is different now
+
+
+def test_an_experiment_file_rewritten_as_a_variant_runs_the_same(tmp_path, monkeypatch):
+    from repro import layout, provenance
+
+    root, commit = _repo(tmp_path, monkeypatch)
+    monkeypatch.setenv("REPRO_CONFIG_DIR", str(root / "config"))
+    layout._experiment_file.cache_clear()
+    base = "config/experiment/p/base.yaml"
+    var = "config/experiment/p/var.yaml"
+    old = commit({base: "name: base\npaper: p\nentry: repro.p.old:arm\nparams: {lr: 0.1, epochs: 4}\n",
+                  var: "name: var\npaper: p\nentry: repro.p.old:arm\nparams: {lr: 0.1, epochs: 8}\n"})
+    digests = provenance.code_digests([root / var])
+    commit({base: "name: base\npaper: p\nentry: repro.p.arms:arm\ngpus: 1\nparams: {lr: 0.1, epochs: 4}\n",
+            var: "defaults:\n  - /experiment/p/base\n  - _self_\nname: var\nparams: {epochs: 8}\n"})
+    layout._experiment_file.cache_clear()
+    assert provenance.changed_code(digests, old) == []
+    commit({var: "defaults:\n  - /experiment/p/base\n  - _self_\nname: var\nparams: {epochs: 9}\n"})
+    layout._experiment_file.cache_clear()
+    assert provenance.changed_code(digests, old) == [var]

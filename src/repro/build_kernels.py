@@ -127,6 +127,7 @@ def _compile(src: Path, out_dir: Path, arch: str, nvcc: str, version: str) -> tu
         "status": "built",
         "arch": arch,
         "nvcc_version": version,
+        "flags": " ".join(FLAGS),
         "source": str(src.relative_to(ROOT)) if src.is_relative_to(ROOT) else str(src),
         "source_sha256": digest,
         "cubin": cubin.name,

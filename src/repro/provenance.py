@@ -14,6 +14,8 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+import yaml
+
 from repro import layout, machine
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -57,29 +59,124 @@ def changed_since(commit: str, paths: list[str]) -> list[str] | None:
 PACKAGE_ROOT = Path(__file__).resolve().parent  # src/repro
 
 
+def _syntax(text: str) -> ast.Module:
+    """A Python source's syntax tree without its docstrings (they compute nothing)."""
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def source_digest(path: Path) -> str:
     """A digest of what a source file computes: for Python its syntax tree without docstrings (so
     comments, formatting and docstrings change nothing), for other sources (CUDA kernels, configs)
     its lines without blank and comment-only ones ("#" or "//")."""
     text = Path(path).read_text()
     if Path(path).suffix == ".py":
-        tree = ast.parse(text)
-        for node in ast.walk(tree):
-            body = getattr(node, "body", None)
-            if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
-                    and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
-                node.body = body[1:] or [ast.Pass()]
-        text = ast.dump(tree, annotate_fields=False)
+        text = ast.dump(_syntax(text), annotate_fields=False)
     else:
         text = "\n".join(line.rstrip() for line in text.splitlines()
                          if line.strip() and not line.lstrip().startswith(("#", "//")))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return _digest(text)
 
 
-# top-level modules that run, record and report but compute no number of a record
-BOOKKEEPING = {"__init__", "artifact", "atomic", "browser", "claims", "claims_chart", "experiment", "figures",
-               "gpu_slots", "kernels", "layout", "machine", "progress", "provenance", "records", "reference", "report",
-               "run", "scale", "sweep", "tracking"}
+def definitions(text: str) -> dict[str, str]:
+    """The top-level definitions of a Python source by name -> digest (functions, classes, and the
+    names module-level statements assign; docstrings, comments and formatting aside). Imports compute
+    nothing and are left out; any other top-level statement counts under ``<module>``."""
+    found: dict[str, list[str]] = {}
+    for node in _syntax(text).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)] or ["<module>"]
+        else:
+            names = ["<module>"]
+        for name in names:
+            found.setdefault(name, []).append(ast.dump(node, annotate_fields=False))
+    return {name: _digest("\n".join(dumps)) for name, dumps in found.items()}
+
+
+@lru_cache(maxsize=1)
+def definition_index() -> dict[str, frozenset[str]]:
+    """Every top-level definition in the package now: name -> the digests it has in some module."""
+    index: dict[str, set[str]] = {}
+    for path in PACKAGE_ROOT.rglob("*.py"):
+        try:
+            defs = definitions(path.read_text())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for name, digest in defs.items():
+            index.setdefault(name, set()).add(digest)
+    return {name: frozenset(digests) for name, digests in index.items()}
+
+
+def _at_commit(commit: str, rel: str) -> str | None:
+    """A file's text at ``commit`` (None where git cannot give it)."""
+    return _git("show", f"{commit}:{rel}") if commit and commit != "unknown" else None
+
+
+def _experiment_at(commit: str, rel: str) -> dict | None:
+    """An experiment file at ``commit``, its base merged under it (layout's rule), or None."""
+    text = _at_commit(commit, rel)
+    if text is None:
+        return None
+    data = yaml.safe_load(text) or {}
+    bases = [d for d in data.pop("defaults", None) or [] if d != "_self_"]
+    merged: dict = {}
+    for base in bases:
+        name = base.rsplit("/", 1)[-1]
+        parent = _experiment_at(commit, f"{Path(rel).parent.as_posix()}/{name}.yaml")
+        if parent is None:
+            return None
+        merged = layout._merge(merged, parent)
+    return layout._merge(merged, data)
+
+
+def computes_the_same(rel: str, commit: str) -> bool:
+    """Whether a file that changed since ``commit`` still computes what it did then: for Python, every
+    top-level definition it had is in the package now, unchanged, in some module (code moved between
+    files, imports changed); for an experiment file, the same entry function and parameters at both
+    scales (a variant rewritten over a base file, keys that compute nothing added). False where that
+    cannot be told."""
+    if rel.endswith(".py"):
+        old = _at_commit(commit, rel)
+        if old is None:
+            return False
+        try:
+            defs = definitions(old)
+        except SyntaxError:
+            return False
+        index = definition_index()
+        return all(digest in index.get(name, ()) for name, digest in defs.items())
+    if rel.startswith("config/experiment/") and rel.endswith(".yaml"):
+        old = _experiment_at(commit, rel)
+        try:
+            now = layout.experiment_file(Path(rel).relative_to("config/experiment").with_suffix("").as_posix())
+        except layout.LayoutError:
+            return False
+        if old is None:
+            return False
+        return (str(old.get("entry", "")).rpartition(":")[2] == str(now.get("entry", "")).rpartition(":")[2]
+                and all(old.get(k) == now.get(k) for k in ("params", "smoke")))
+    return False
+
+
+# top-level modules that run, record and report but compute no number of a record (build_kernels
+# compiles: the kernel sources are recorded themselves, and each cubin's <stem>.json its flags)
+BOOKKEEPING = {"__init__", "artifact", "atomic", "browser", "build_kernels", "claims", "claims_chart", "experiment",
+               "figures", "gpu_slots", "kernels", "layout", "machine", "progress", "provenance", "records", "reference",
+               "report", "report_content", "report_html", "report_markdown", "run", "scale", "sweep", "tracking"}
 
 
 def _module_file(name: str) -> Path | None:
@@ -116,6 +213,13 @@ def import_closure(module: str) -> list[str]:
                     base = f"{root}.{base}" if base else root
                 todo += [base] + [f"{base}.{alias.name}" for alias in node.names]  # a name may be a submodule
     return sorted(seen)
+
+
+def _bookkeeping(rel: str) -> bool:
+    """A repository path that code_files leaves out now: a top-level bookkeeping module or a figure module."""
+    parts = Path(rel).parts
+    return (len(parts) == 3 and parts[:2] == ("src", "repro") and Path(parts[2]).stem in BOOKKEEPING) or \
+        (parts[:2] == ("src", "repro") and Path(rel).name == "figures.py")
 
 
 def code_files(module_names, extra: tuple[Path, ...] = ()) -> list[Path]:
@@ -171,16 +275,20 @@ def code_digests(files) -> dict[str, str]:
     return {repo_path(f): source_digest(f) for f in files}
 
 
-def changed_code(digests: dict[str, str]) -> list[str]:
-    """Which of a record's code files compute something else now (or are gone), by their digests."""
+def changed_code(digests: dict[str, str], commit: str = "") -> list[str]:
+    """Which of a record's code files compute something else now (or are gone), by their digests;
+    with the record's ``commit``, a file whose every definition moved unchanged (or an experiment file
+    that runs the same) does not count (computes_the_same)."""
     changed = []
     for rel, digest in digests.items():
+        if _bookkeeping(rel):  # recorded before it was counted as bookkeeping: it computes no number
+            continue
         path = REPO_ROOT / rel
         try:
             now = source_digest(path)
         except (OSError, SyntaxError, ValueError):
             now = None
-        if now != digest:
+        if now != digest and not (commit and computes_the_same(rel, commit)):
             changed.append(rel)
     return changed
 

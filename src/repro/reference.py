@@ -146,26 +146,19 @@ def _code_paths(record: dict) -> list[str]:
     return [*code, *(provenance.repo_path(p) for p in layout.experiment_files(experiment))]
 
 
-def _same_python(record: dict) -> bool:
-    """Whether this interpreter's major.minor version is the record's (or the record does not say):
-    source digests are syntax trees, whose dump differs between Python versions."""
-    version = record.get("provenance", {}).get("python")
-    return not version or version.split(".")[:2] == [str(n) for n in sys.version_info[:2]]
-
-
 def _changed_code(record: dict) -> str:
     """'<commit>: <files>' of the code that made the record, changed since it ran ("" when none did or
     git cannot tell). A record that lists its code (``provenance.code``: every module it ran, kernel
     source and its experiment file, by digest) is checked file by file, comments, formatting and
-    docstrings aside, where this Python made its digests; elsewhere those files, and for an older
-    record the files its entry module imports and its experiment files (_code_paths), by git since
-    its commit, comment-only lines aside."""
+    docstrings aside; an older one by the files its entry module imports and its experiment files
+    (_code_paths), changed since its commit, comment-only lines aside."""
     prov = record.get("provenance", {})
     commit = prov.get("commit", "")
-    if prov.get("code") and _same_python(record):
-        changed = provenance.changed_code(prov["code"])
+    if prov.get("code"):
+        changed = provenance.changed_code(prov["code"], commit)
     else:
-        changed = provenance.changed_since(commit, list(prov["code"]) if prov.get("code") else _code_paths(record))
+        changed = [rel for rel in provenance.changed_since(commit, _code_paths(record)) or []
+                   if not provenance.computes_the_same(rel, commit)]
     if not changed:
         return ""
     shown = ", ".join("/".join(Path(c).parts[-2:]) for c in changed[:4])  # comet/hooks.py, train/hooks.py

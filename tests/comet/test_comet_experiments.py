@@ -147,6 +147,8 @@ def test_compressor_bench_on_cpu(tmp_path):
         compressor_bench(BenchParams(size_mib=1, kinds=["jpeg"]), Context(out_dir=tmp_path, device="cpu"))
     with pytest.raises(ValueError, match="primary_kind/primary_eb"):
         compressor_bench(BenchParams(size_mib=1, ebs=[0.1]), Context(out_dir=tmp_path, device="cpu"))
+    with pytest.raises(ValueError, match="layouts: unknown value 'nchw'"):
+        compressor_bench(BenchParams(size_mib=1, layouts=["flat", "nchw"]), Context(out_dir=tmp_path, device="cpu"))
 
 
 def test_bad_method_is_rejected(prepared, tmp_path):
@@ -231,3 +233,17 @@ def test_step_bench_times_every_arm_and_feeds_compare(arms, tmp_path):
     assert cmp.tags["throughput_ratio"].startswith("step_bench")
     with pytest.raises(ValueError, match="must include 'none'"):
         step_bench(StepBenchParams(methods=["fixed"]), Context(out_dir=tmp_path, device="cpu"))
+    with pytest.raises(ValueError, match="need a CUDA device"):
+        step_bench(dataclasses.replace(p, graph_methods=["none", "fixed"]), Context(out_dir=tmp_path, device="cpu"))
+    with pytest.raises(ValueError, match="graph_methods: unknown value 'adaptive'"):
+        step_bench(dataclasses.replace(p, graph_methods=["none", "adaptive"]), Context(out_dir=tmp_path, device="cpu"))
+
+
+def test_step_bench_arena_arms_on_cpu(tmp_path):
+    """On the CPU the arena payload changes nothing (the NumPy codec has no host sync to save), but
+    its arms run and are named apart."""
+    p = StepBenchParams(model="resnet20", model_kw={"width": 4}, batch_size=8, channels_last=False, min_numel=1024,
+                        methods=["none", "fixed"], payloads=["exact", "arena"], warmup=1, steps=1, rounds=1)
+    result = step_bench(p, Context(out_dir=tmp_path, device="cpu"))
+    assert list(result.tables["steps"].arm) == ["none", "fixed", "fixed@arena"]
+    assert result.metrics["host_codec_ms_fixed_arena"] > 0 and "speed_ratio_fixed_arena" in result.metrics

@@ -1,6 +1,8 @@
 """The GPU codec and the hooks on a CUDA GPU: streams bit-identical to the NumPy codec on every
-property-test input, the bound, bad input, layouts and alignment, streams, the memory really
-freed in training, and the experiments at smoke size.
+property-test input (flat and channels-last kernels, exact-size and arena paths), the bound, bad
+input, layouts and alignment, streams, overflow and NaN/Inf in an arena, the memory really freed
+(exact) or reserved (arena) in training, a training step captured as a CUDA graph, and the
+experiments at smoke size.
 
 Kernels come from $REPRO_KERNELS_DIR (a `snakemake build_kernels` output) or are compiled here
 with nvcc into a temporary folder.
@@ -19,7 +21,7 @@ cupy = pytest.importorskip("cupy")
 
 from cases import cases  # noqa: E402
 from repro.build_kernels import build  # noqa: E402
-from repro.comet import codec, gpu_codec  # noqa: E402
+from repro.comet import arena, buffers, codec, gpu_codec  # noqa: E402
 from repro.comet.hooks import make_hooks  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -46,7 +48,8 @@ def assert_same_stream(x: np.ndarray, eb: float, kernels_dir: Path) -> None:
     np.testing.assert_array_equal(got.widths, ref.widths)
     np.testing.assert_array_equal(got.anchors, ref.anchors)
     np.testing.assert_array_equal(got.payload, ref.payload)
-    assert got_dev.nbytes == ref.nbytes
+    assert got_dev.nbytes == ref.nbytes + 8 * buffers.ntiles(ref.widths.size)  # + the tile starts it holds
+    assert torch.equal(got_dev.tile_starts, gpu_codec.tile_starts(got_dev.widths))
     y = gpu_codec.decompress(got_dev, kernels_dir=kernels_dir).cpu().numpy()
     np.testing.assert_array_equal(y, codec.decompress(ref))  # bit-identical values
     assert np.abs(x.reshape(-1).astype(np.float64) - y).max(initial=0) <= np.float32(eb)
@@ -117,6 +120,109 @@ def test_compressed_memory_is_really_freed(kernels_dir):
     assert c.ratio > 4
 
 
+def _relu_like(shape, seed: int) -> torch.Tensor:
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randn(shape, generator=g, device="cuda").relu_()
+
+
+def _same_stream(a: codec.Compressed, b: codec.Compressed) -> None:
+    for name in ("widths", "anchors", "payload", "tile_starts"):
+        assert torch.equal(getattr(a, name), getattr(b, name)), name
+
+
+# (N, C, H, W): CIFAR stages, H*W not a multiple of 32, a plane larger than a tile, more channels
+# than a CTA has threads, a partial last tile
+NHWC_SHAPES = [(3, 16, 32, 32), (4, 64, 8, 8), (2, 5, 7, 7), (1, 3, 100, 100), (2, 300, 8, 4), (5, 3, 6, 6)]
+
+
+@pytest.mark.parametrize("shape", NHWC_SHAPES, ids=["x".join(map(str, s)) for s in NHWC_SHAPES])
+def test_channels_last_kernels_read_and_write_nchw_order(shape, kernels_dir):
+    x = _relu_like(shape, sum(shape))
+    cl = x.contiguous(memory_format=torch.channels_last)
+    for eb in (0.01, 0.0):
+        ref = codec.compress(x.cpu().numpy(), eb)  # the twin sees the NCHW values
+        c = gpu_codec.compress_source(gpu_codec.Source.nhwc_of(cl), eb, kernels_dir)
+        got = gpu_codec.to_cpu(c)
+        for name in ("widths", "anchors", "payload"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(ref, name))
+        out = torch.empty_like(cl)
+        assert gpu_codec.decompress(c, out, kernels_dir) is out and out.is_contiguous(memory_format=torch.channels_last)
+        np.testing.assert_array_equal(out.contiguous().cpu().numpy().reshape(-1), codec.decompress(ref))
+    with pytest.raises(ValueError, match="channels-last kernels take"):
+        gpu_codec.Source.nhwc_of(x)  # NCHW-contiguous: the flat kernels' job
+
+
+def test_arena_slots_equal_exact_streams(kernels_dir):
+    """Every property case (and a channels-last tensor) compressed into one arena back to back:
+    each slot's stream equals its exact-size stream, the payloads chain, nothing overflows."""
+    sources, ebs = [], []
+    for _, x, case_ebs in CASES:
+        sources.append(gpu_codec.Source.flat(torch.from_numpy(x.reshape(-1)).cuda()))
+        ebs.append(case_ebs[0])
+    cl = _relu_like((2, 16, 32, 32), 3).contiguous(memory_format=torch.channels_last)
+    sources.append(gpu_codec.Source.nhwc_of(cl))
+    ebs.append(0.05)
+    exact = [gpu_codec.compress_source(src, eb, kernels_dir) for src, eb in zip(sources, ebs)]
+    words = [c.payload.numel() for c in exact]
+    buf = arena.Buffer(buffers.layout([src.n for src in sources], words), "cuda")
+    max_words = torch.zeros(len(sources), dtype=torch.int64, device="cuda")
+    slots = [buf.compress(i, src, eb, max_words.data_ptr() + 8 * i, kernels_dir)
+             for i, (src, eb) in enumerate(zip(sources, ebs))]
+    assert buf.flags().tolist() == [0, 0]
+    assert buf.bases().tolist() == np.concatenate([[0], np.cumsum(words)]).tolist()
+    assert max_words.tolist() == words
+    for i, (src, c, slot) in enumerate(zip(sources, exact, slots)):
+        _same_stream(buf.stream(i, ebs[i]), c)
+        out = torch.empty_like(src.tensor)
+        assert torch.equal(gpu_codec.decompress(slot, out, kernels_dir), gpu_codec.decompress(c, torch.empty_like(out),
+                                                                                              kernels_dir))
+
+
+def test_arena_overflow_is_flagged_and_nothing_is_written_past_capacity(kernels_dir):
+    x = torch.randn(40 * codec.BLOCK + 5, device="cuda")
+    x[: 8 * codec.BLOCK] = 0.0  # a first tile of zero-width blocks: it fits even with no capacity
+    src = gpu_codec.Source.flat(x)
+    exact = gpu_codec.compress_source(src, 0.01, kernels_dir)
+    words = exact.payload.numel()
+    buf = arena.Buffer(buffers.layout([src.n], [words]), "cuda")
+    capacity = words // 2
+    payload = buf.tensor[buf.layout.payload:].view(torch.int32)
+    payload.fill_(-7)  # the words past `capacity` are a canary
+    slot = buf.slot(0, 0.01)._replace(capacity=capacity)
+    gpu_codec.launch_compress(src, 0.01, slot, kernels_dir=kernels_dir)
+    assert buf.flags().tolist()[0] == 1
+    assert bool((payload[capacity:] == -7).all())
+    assert torch.equal(buf.stream(0, 0.01).widths, exact.widths)  # metadata is written whatever fits
+    y = gpu_codec.decompress(slot, torch.empty_like(x), kernels_dir).cpu().numpy()
+    ref = codec.decompress(gpu_codec.to_cpu(exact))
+    starts = exact.tile_starts.cpu().numpy()
+    ends = np.append(starts[1:], words)
+    widths = exact.widths.cpu().numpy()
+    for t, end in enumerate(ends):
+        lo, hi = t * buffers.TILE_BLOCKS * codec.BLOCK, min((t + 1) * buffers.TILE_BLOCKS * codec.BLOCK, x.numel())
+        if end <= capacity:
+            np.testing.assert_array_equal(y[lo:hi], ref[lo:hi])
+        else:  # did not fit: zeros, except zero-width blocks (their anchor needs no payload)
+            keep = np.repeat(widths[lo // codec.BLOCK:-(-hi // codec.BLOCK)] == 0, codec.BLOCK)[:hi - lo]
+            np.testing.assert_array_equal(y[lo:hi], np.where(keep, ref[lo:hi], 0))
+    assert ends[0] <= capacity < ends[-1]  # both kinds of tile were checked
+
+
+def test_non_finite_values_in_an_arena_are_stored_raw_and_counted(kernels_dir):
+    x = torch.randn(6 * codec.BLOCK, device="cuda")
+    x[5], x[2 * codec.BLOCK + 9], x[2 * codec.BLOCK + 10] = float("nan"), float("inf"), -float("inf")
+    buf = arena.Buffer.worst_case([x.numel()], "cuda")
+    slot = buf.compress(0, gpu_codec.Source.flat(x), 0.05, kernels_dir=kernels_dir)
+    assert buf.flags().tolist() == [0, 2]  # two blocks hold NaN/Inf
+    widths = buf.stream(0, 0.05).widths.tolist()
+    assert widths[0] == widths[2] == codec.RAW
+    y = gpu_codec.decompress(slot, torch.empty_like(x), kernels_dir)
+    for b in (0, 2):  # bit-exact, NaN included
+        sl = slice(b * codec.BLOCK, (b + 1) * codec.BLOCK)
+        assert torch.equal(y[sl].view(torch.int32), x[sl].view(torch.int32))
+    assert (y - x)[codec.BLOCK:2 * codec.BLOCK].abs().max().item() <= 0.05
+
+
 def _resnet(seed=0):
     from repro.models import build_model
 
@@ -181,8 +287,118 @@ def test_compressor_bench_smoke_on_gpu(kernels_dir, tmp_path):
     from repro.comet.compressor_bench import BenchParams, compressor_bench
     from repro.experiment import Context
 
-    result = compressor_bench(BenchParams(size_mib=64, ebs=[0.05], repeats=3, check_mib=8),
+    result = compressor_bench(BenchParams(size_mib=64, ebs=[0.05], repeats=3, check_mib=8,
+                                          layouts=["flat", "channels_last"]),
                               Context(out_dir=tmp_path, device="cuda", inputs={"kernels": kernels_dir}))
     m = result.metrics
-    assert m["stream_match_relu_smooth"] == 1.0 and m["stream_match_gaussian"] == 1.0
+    for kind in ("relu_smooth", "gaussian"):
+        assert m[f"stream_match_{kind}"] == m[f"stream_match_channels_last_{kind}"] == 1.0
+        assert m[f"arena_match_flat_{kind}"] == m[f"arena_match_channels_last_{kind}"] == 1.0
     assert m["max_err_over_eb"] <= 1.0 and m["compress_gbps"] > 0 and m["copy_gbps"] > 0
+    assert m["compress_exact_gbps"] > 0 and m["compress_gbps_channels_last"] > 0
+
+
+def _batch(n: int = 64, seed: int = 0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(n, 3, 32, 32, generator=g, device="cuda").contiguous(memory_format=torch.channels_last)
+    return x, torch.randint(0, 10, (n,), generator=g, device="cuda")
+
+
+def _fwd_bwd(model, hooks, x, y):
+    model.zero_grad(set_to_none=True)
+    with hooks.saved_tensors_hooks():
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    hooks.after_backward(model)
+    return torch.cat([p.grad.flatten() for p in model.parameters()])
+
+
+def test_arena_step_equals_exact_step_and_reserves_what_it_counts(kernels_dir):
+    x, y = _batch()
+    exact = make_hooks("fixed", eb=0.05, kernels_dir=kernels_dir)
+    model_e = _resnet()
+    exact.wrap_model(model_e)
+    hooks = make_hooks("fixed", eb=0.05, kernels_dir=kernels_dir, payload="arena")
+    model = _resnet()
+    hooks.wrap_model(model)
+    torch.backends.cudnn.deterministic = True
+    try:
+        g_exact = _fwd_bwd(model_e, exact, x, y)
+        _fwd_bwd(model, hooks, x, y)  # calibration: exact sizes, then a plan
+        plan = hooks.planner.plan
+        assert plan is not None and hooks.planner.totals["plans"] == 1
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        with hooks.saved_tensors_hooks():
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        held = torch.cuda.memory_allocated() - before
+        stored = hooks.step_stored_bytes
+        model.zero_grad(set_to_none=True)
+        loss.backward()
+        hooks.after_backward(model)
+        g_arena = torch.cat([p.grad.flatten() for p in model.parameters()])
+    finally:
+        torch.backends.cudnn.deterministic = False
+    assert torch.equal(g_arena, g_exact)  # the arena's streams decode to the same values
+    assert stored >= plan.layout.total_bytes and held == pytest.approx(stored, abs=2**21)
+    assert plan.counters.tolist() == [0, 0, 1]
+
+
+def test_overflowing_step_is_voided_and_replanned(kernels_dir):
+    x, y = _batch()
+    hooks = make_hooks("fixed", eb=0.05, kernels_dir=kernels_dir, payload="arena")
+    model = _resnet()
+    hooks.wrap_model(model)
+    _fwd_bwd(model, hooks, x, y)
+    planner = hooks.planner
+    counts = planner.plan.layout.counts
+    planner.plan = planner._new_plan(counts, [0] * len(counts))  # no payload room at all
+    grads = _fwd_bwd(model, hooks, x, y)
+    assert planner.plan.counters.tolist()[:2] == [1, 0] and bool((grads == 0).all())
+    row = planner.replan()
+    assert row["codec_overflow_steps"] == 1 and planner.version == 2
+    grads = _fwd_bwd(model, hooks, x, y)
+    assert planner.plan.counters.tolist() == [0, 0, 1] and grads.abs().sum().item() > 0
+
+
+def test_train_step_with_arena_hooks_runs_as_a_cuda_graph(kernels_dir):
+    """Warm-up (calibration, then arena steps), capture and replays; lr 0 keeps the weights, so the
+    replays' gradients equal an eager exact-payload step's."""
+    from repro.train.step import TrainStep
+
+    x, y = _batch()
+    hooks = make_hooks("fixed", eb=0.05, kernels_dir=kernels_dir, payload="arena")
+    model = _resnet()
+    hooks.wrap_model(model)
+    opt = torch.optim.SGD(model.parameters(), lr=torch.tensor(0.0, device="cuda"), momentum=0.9, fused=True)
+    torch.backends.cudnn.deterministic = True
+    try:
+        step = TrainStep(model, opt, hooks, device="cuda", cuda_graph=True)
+        for _ in range(6):
+            step(x, y)
+        torch.cuda.synchronize()
+        assert step.mode == "cudagraph" and step.captures == 1, step.notes
+        g_graph = torch.cat([p.grad.flatten() for p in model.parameters()])
+        exact = make_hooks("fixed", eb=0.05, kernels_dir=kernels_dir)
+        model_e = _resnet()
+        model_e.load_state_dict(model.state_dict())
+        exact.wrap_model(model_e)
+        g_eager = _fwd_bwd(model_e, exact, x, y)
+    finally:
+        torch.backends.cudnn.deterministic = False
+    torch.testing.assert_close(g_graph, g_eager, rtol=1e-4, atol=1e-6)
+    overflows, nonfinite, planned = hooks.planner.plan.counters.tolist()
+    assert (overflows, nonfinite) == (0, 0) and planned == 5  # warm-up steps 2-3 and three replays
+
+
+def test_step_bench_smoke_on_gpu(kernels_dir, tmp_path):
+    from repro.comet.step_bench import StepBenchParams, step_bench
+    from repro.experiment import Context
+
+    p = StepBenchParams(model="resnet20", model_kw={"width": 4}, batch_size=32, methods=["none", "fixed"],
+                        payloads=["exact", "arena"], graph_methods=["none", "fixed"], warmup=5, steps=3, rounds=1)
+    m = step_bench(p, Context(out_dir=tmp_path, device="cuda", inputs={"kernels": kernels_dir})).metrics
+    for key in ("fixed", "fixed_arena", "fixed_cudagraph"):
+        assert m[f"images_per_s_{key}"] > 0
+    assert m["host_codec_ms_fixed_cudagraph"] < m["host_codec_ms_fixed_arena"] < m["host_codec_ms_fixed"]
+    assert m["codec_overflow_steps_fixed_cudagraph"] == 0 and m["speed_ratio_none_cudagraph"] == 1.0

@@ -10,7 +10,8 @@ import yaml
 
 from repro.experiment import Context, load_entry
 from repro.oovr import frame, model, plans
-from repro.oovr.experiment import OOVRParams, crossing
+from repro.oovr.experiment import OOVRParams
+from repro.sim.curves import crossing
 from repro.oovr.scenes import SceneSpec, generate
 from repro.oovr.system import ARMS, ASSUMED, SOURCES, SystemParams
 from repro.sim.params import ParamError

@@ -12,7 +12,8 @@ import yaml
 from repro.experiment import Context, load_entry
 from repro.qvr import model, pipeline
 from repro.qvr.controller import Controller, costs
-from repro.qvr.experiment import QVRParams, falling_crossing, rising_crossing
+from repro.qvr.experiment import QVRParams
+from repro.sim.curves import crossing
 from repro.qvr.foveation import layers
 from repro.qvr.system import ASSUMED, SOURCES, SystemParams
 from repro.qvr.workload import GameSpec
@@ -116,10 +117,10 @@ def test_bad_parameters_fail_at_start_with_the_key(change, key, tmp_path):
 
 
 def test_rising_crossing():
-    assert rising_crossing([1, 10], [1.0, 2.0], 1.1) == pytest.approx(10 ** 0.1)
-    assert rising_crossing([1, 10], [1.2, 2.0], 1.1) == 0.0
-    assert rising_crossing([1, 10], [1.0, 1.05], 1.1) == math.inf
-    assert falling_crossing([1, 10], [2.0, 1.0], 1.1) == pytest.approx(10 ** 0.9)
+    assert crossing([1, 10], [1.0, 2.0], 1.1, rising=True) == pytest.approx(10 ** 0.1)
+    assert crossing([1, 10], [1.2, 2.0], 1.1, rising=True) == 0.0
+    assert crossing([1, 10], [1.0, 1.05], 1.1, rising=True) == math.inf
+    assert crossing([1, 10], [2.0, 1.0], 1.1) == pytest.approx(10 ** 0.9)
 
 
 def test_experiment_files_compose_against_the_params():

@@ -64,6 +64,8 @@ class ArmParams(TrainParams):
     group_size: int = 256  # actnn: values per quantisation group
     value_order: str = "logical"  # the order codecs see a tensor's values: logical (NCHW) | memory (hooks.dense_flat)
     probe_batch: int = 0  # batch of the memory probe; 0 = batch_size
+    payload: str = "exact"  # COMET on CUDA: exact (one sync per saved tensor) | arena (no sync; graph-safe if fixed)
+    arena_margin: float = 1.1  # arena: payload budget / largest payload seen
 
 
 def probe_memory(model: nn.Module, hooks: SavedTensorAccounting, x: torch.Tensor, y: torch.Tensor) -> dict:
@@ -105,7 +107,7 @@ def train_arm(p: ArmParams, ctx: Context) -> Result:
     hooks = make_hooks(p.method, eb=p.eb, fraction=p.grad_error_fraction, bn_fraction=p.bn_fraction,
                        eb_min=p.eb_min, eb_max=p.eb_max, retune_every=p.retune_every, min_numel=p.min_numel,
                        group_size=p.group_size, seed=ctx.seed, kernels_dir=ctx.inputs.get("kernels"),
-                       value_order=p.value_order)
+                       value_order=p.value_order, payload=p.payload, arena_margin=p.arena_margin)
     result = run_arm(p, ctx, model, train_split, test_split, hooks=hooks)
     metrics, tags, artifacts = finish_arm(p, ctx, result, train_split, "training pass only, epochs 2.. (eager for every arm)")
     tables = {"epochs": result.history}
@@ -135,6 +137,8 @@ def train_arm(p: ArmParams, ctx: Context) -> Result:
     )
     if len(train_layers):
         metrics["train_ratio"] = train_layers.raw_bytes.sum() / train_layers.stored_bytes.sum()
+    if hasattr(hooks, "codec_metrics"):
+        metrics.update(hooks.codec_metrics())
     if "decisions" in tables:
         d = tables["decisions"]
         metrics.update(eb_final_median=float(pd.Series(hooks.controller.eb).median()), retunes=int(d.step.nunique()))

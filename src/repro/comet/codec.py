@@ -6,17 +6,21 @@ for bit; the GPU tests compare the two.
 Format (SZ-style, absolute error bound ``eb``; the values in memory order, padded with zeros to
 whole blocks):
 
-1. Sign-preserving quantisation with step ``s = float32(2 eb) * float32(1 - 2^-9)``: ``q = 0``
-   if ``x == 0``, else ``q = sign(x) * (floor(|x| / s) + 1)`` (float32 division), reconstructed
-   as ``x' = sign(q) * (|q| - 1/2) * s`` (float32): the interval [(m-1) s, m s) maps to its
-   midpoint, so |x - x'| <= s / 2 < eb. Exact zeros stay exactly zero and no nonzero value
-   becomes zero or changes sign, so a ReLU's backward mask (x > 0) survives compression
-   exactly; a round-to-nearest grid would turn values under eb into zeros and drop their
-   gradients. The step is 0.2% under 2 eb so that float32 rounding of the division and product
-   cannot push a value at an interval boundary past eb (unless |x| is over ~2^15 eb). A value is
-   *predictable* if ``x == 0`` or (|q| < 2^22 and |x - x'| <= eb, compared in float64): the
-   bound is checked, not assumed. Unpredictable values (huge next to eb, or eb = 0 with x != 0)
-   make their whole block raw.
+1. Sign-preserving quantisation with step ``s = float32(2 eb) * float32(1 - 2^-9)`` and its
+   float32 reciprocal ``r = float32(1 / s)``: ``q = 0`` if ``x == 0``, else
+   ``q = sign(x) * (floor(|x| * r) + 1)`` (float32 product), reconstructed as
+   ``x' = sign(q) * (|q| - 1/2) * s`` (float32): the interval [(m-1) s, m s) maps to its midpoint,
+   so |x - x'| <= s / 2 < eb. Exact zeros stay exactly zero and no nonzero value becomes zero or
+   changes sign, so a ReLU's backward mask (x > 0) survives compression exactly; a
+   round-to-nearest grid would turn values under eb into zeros and drop their gradients. The step is
+   0.2% under 2 eb so that float32 rounding of the product (an index off by one at an interval
+   boundary) and of the reconstruction cannot push a value past eb (unless |x| is over ~2^14 eb).
+   A value is *predictable* if ``x == 0`` or (|q| < 2^22 and float32 ``| |x| - |x'| | < eb``): the
+   bound is checked, not assumed (strictly: if the exact error exceeded eb its rounded value would
+   be >= eb). Unpredictable values (huge next to eb, NaN/Inf, or eb = 0 with x != 0) make their
+   whole block raw (so does every nonzero block when eb is under ~3e-39, where 1 / s overflows
+   float32). The quantiser is the encoder's choice only: decoding (step 5) reads q, so
+   streams of earlier encoders (IEEE division, a float64 check) decode unchanged.
 2. Blocks of BLOCK = 1024 values. Each block's first code is its anchor (int32, stored apart);
    Lorenzo (delta) prediction of q along memory order inside the block: ``d[0] = q[0] - anchor
    = 0``, ``d[i] = q[i] - q[i-1]``; zigzag ``z = (d << 1) ^ (d >> 31)`` (uint32).
@@ -26,16 +30,19 @@ whole blocks):
    float32 words are stored verbatim).
 4. Payload of a coded block: 32 * w uint32 words, bit planes of 32 values each. The block is 8
    chunks of 128 values; in chunk c, lane j (0..31) holds values 4j..4j+3, sub-value k (0..3).
-   Word ``(c * 4 + k) * w + b`` has bit j = bit b of z[c * 128 + 4 j + k]. (On the GPU one warp
-   makes a word with one ``__ballot_sync``.)
+   Word ``(c * 4 + k) * w + b`` has bit j = bit b of z[c * 128 + 4 j + k]. (On the GPU a warp
+   makes the planes of 32 values with one 32x32 bit transpose: 5 shuffle rounds.)
 5. The stream: ``widths`` (uint8, one per block), ``anchors`` (int32, one per block) and
    ``payload`` (uint32, the blocks' words back to back). Block offsets (words) are the exclusive
-   prefix sum of 32 * w, recomputed on decompression, not stored. Header: n, eb (and the shape,
-   kept by the caller). Size: 4 * words + 5 bytes per block + 16.
+   prefix sum of 32 * w. Header: n, eb (and the shape, kept by the caller). Size: 4 * words + 5
+   bytes per block + 16. GPU streams also hold ``tile_starts`` (int64, the offset of every 8th
+   block: what the single-pass compressor's look-back found), so that decompression needs no scan;
+   an index derivable from the widths, counted in ``nbytes`` where held.
 
 Decompression: every value is within eb of the input (by the check in step 1; raw blocks and
 zeros exactly). ``eb = 0`` is lossless: zero blocks elided, the others raw. NaN / Inf inputs and
-a negative, NaN, infinite or huge eb are rejected with ValueError.
+a negative, NaN, infinite or huge eb are rejected with ValueError (the GPU's sync-free arena path
+cannot refuse: it stores a block holding NaN/Inf raw, bit-exact, and counts it; repro.comet.arena).
 """
 
 from __future__ import annotations
@@ -64,17 +71,22 @@ class Compressed:
     widths: Any  # uint8, one per block
     anchors: Any  # int32, one per block
     payload: Any  # uint32 (NumPy) / int32 (torch) words
+    tile_starts: Any = None  # GPU streams: int64 payload word where each tile of 8 blocks begins
 
     @property
     def nbytes(self) -> int:
-        """Bytes the compressed tensor occupies: payload, per-block widths and anchors, header."""
-        words = self.payload.numel() if hasattr(self.payload, "numel") else self.payload.size
-        blocks = self.widths.numel() if hasattr(self.widths, "numel") else self.widths.size
-        return 4 * int(words) + PER_BLOCK_BYTES * int(blocks) + HEADER_BYTES
+        """Bytes the compressed tensor occupies: payload, per-block widths and anchors, header (and
+        the tile starts where the stream holds them)."""
+        index = 0 if self.tile_starts is None else 8 * _size(self.tile_starts)
+        return 4 * _size(self.payload) + PER_BLOCK_BYTES * _size(self.widths) + HEADER_BYTES + index
 
     @property
     def ratio(self) -> float:
         return 4 * self.n / self.nbytes
+
+
+def _size(a) -> int:
+    return int(a.numel() if hasattr(a, "numel") else a.size)
 
 
 def check_eb(eb: float) -> np.float32:
@@ -96,15 +108,23 @@ def step_of(eb: np.float32) -> np.float32:
     return np.float32(np.float32(2) * np.float32(eb)) * STEP_SHRINK
 
 
+def recip_of(step: np.float32) -> np.float32:
+    """float32(1 / step), the quantiser's multiplier (inf for a zero or tiny step), as the GPU gets it."""
+    with np.errstate(divide="ignore", over="ignore"):
+        return np.float32(np.float32(1) / np.float32(step))
+
+
 def quantize(x: np.ndarray, eb: np.float32) -> tuple[np.ndarray, np.ndarray]:
     """(q int32, predictable bool) of float32 values x, as defined in the module doc."""
     step = step_of(eb)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        m = (np.floor(np.abs(x) / step) + np.float32(1)).astype(np.float32)
+    inv = recip_of(step)
+    ax = np.abs(x)
+    with np.errstate(invalid="ignore", over="ignore"):
+        m = (np.floor(ax * inv) + np.float32(1)).astype(np.float32)
         ok = m < QMAX
         m = np.where(ok, m, np.float32(1)).astype(np.float32)
-        recon = np.copysign((m - np.float32(0.5)) * step, x).astype(np.float32)
-        ok &= np.abs(x.astype(np.float64) - recon.astype(np.float64)) <= np.float64(eb)
+        recon = ((m - np.float32(0.5)) * step).astype(np.float32)
+        ok &= np.abs(ax - recon) < np.float32(eb)
     zero = x == 0
     ok |= zero
     q = np.where(ok & ~zero, np.copysign(m, x), 0).astype(np.int32)

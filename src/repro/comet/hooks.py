@@ -12,6 +12,12 @@ CometHooks             error-bounded compression (repro.comet.codec format; GPU 
                        tensors, the NumPy codec on CPU tensors), fixed eb or an EBController.
                        The format keeps zeros and signs exactly, so ReLU backward masks are exact
                        and only the values (used by the next conv's weight gradient) carry error.
+                       On CUDA, ``payload="exact"`` stores each tensor at its exact size (one host
+                       sync per saved tensor: the least memory); ``"arena"`` compresses a step into
+                       one payload arena with no sync (repro.comet.arena; graph_safe with a fixed
+                       eb), and counts the arena's reserved bytes as stored. A channels-last
+                       activation is read and written in NCHW order by the kernels themselves
+                       (gpu_codec.Source.nhwc), without the two copies dense_flat makes.
 ActNNHooks             the ActNN method: per-group 2-bit quantisation with stochastic rounding
 
 The adaptive controller (COMET's analysis, simplified):
@@ -28,7 +34,6 @@ The adaptive controller (COMET's analysis, simplified):
 
 from __future__ import annotations
 
-import contextlib
 import math
 import weakref
 from dataclasses import dataclass
@@ -36,7 +41,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
-from repro.comet import codec
+from repro.comet import arena, codec, gpu_codec
 from repro.train.hooks import TrainHooks
 
 WEIGHTED = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
@@ -202,7 +207,7 @@ class SavedTensorAccounting(TrainHooks):
 
 @dataclass
 class CometPacked:
-    data: codec.Compressed
+    data: codec.Compressed | gpu_codec.Slot
     shape: torch.Size
     layout: str
     device: torch.device
@@ -279,14 +284,23 @@ class EBController:
         self.decisions = list(state.get("decisions", []))
 
 
+PAYLOADS = ("exact", "arena")
+
+
 class CometHooks(SavedTensorAccounting):
     """Error-bounded compression of saved activations (fixed or adaptive eb per layer)."""
 
     def __init__(self, controller: EBController, min_numel: int = 4096, kernels_dir=None,
-                 value_order: str = "logical"):
+                 value_order: str = "logical", payload: str = "exact", arena_margin: float = 1.1):
         super().__init__(min_numel, value_order)
+        if payload not in PAYLOADS:
+            raise ValueError(f"payload must be one of {PAYLOADS}, got {payload!r}")
         self.controller = controller
         self.kernels_dir = kernels_dir
+        self.payload = payload
+        self.planner = arena.Planner(arena_margin, kernels_dir) if payload == "arena" else None
+        # an adaptive eb is measured and re-tuned by Python hooks on the step: eager only
+        self.graph_safe = self.planner is not None and not controller.adaptive
         self._measure = False
         self._dy: dict[str, torch.Tensor] = {}
         self._density: dict[str, torch.Tensor] = {}
@@ -298,7 +312,19 @@ class CometHooks(SavedTensorAccounting):
     def saved_tensors_hooks(self):
         self._measure = self.controller.measuring(self.steps)
         self._dy, self._density = {}, {}
+        if self.planner is not None:
+            self.planner.begin_step()
         return super().saved_tensors_hooks()
+
+    def step_key(self):
+        return None if self.planner is None else ("arena", self.planner.version)
+
+    def on_epoch_end(self, model: nn.Module, epoch: int, row: dict) -> dict | None:
+        return None if self.planner is None else self.planner.replan()
+
+    def codec_metrics(self) -> dict:
+        """The arena's totals over the run (reserved bytes, overflowed steps, ...); {} otherwise."""
+        return {} if self.planner is None else self.planner.metrics()
 
     def on_module_input(self, name, module, args) -> None:
         if self._measure and isinstance(module, WEIGHTED) and args and isinstance(args[0], torch.Tensor):
@@ -311,6 +337,8 @@ class CometHooks(SavedTensorAccounting):
             output.register_hook(grab)
 
     def after_backward(self, model: nn.Module) -> None:
+        if self.planner is not None:
+            self.planner.end_step(model)
         if self._measure:
             self.controller.retune(self.steps, model, self._dy, self._density)
             self._dy, self._density = {}, {}
@@ -319,30 +347,44 @@ class CometHooks(SavedTensorAccounting):
 
     def encode(self, t: torch.Tensor, layer: str):
         eb = self.controller.eb_for(layer)
-        flat, layout = dense_flat(t.detach(), self.value_order)
-        if flat.device.type == "cuda":
-            from repro.comet import gpu_codec
-
-            data = gpu_codec.compress(flat, eb, self.kernels_dir)
-        else:
+        t = t.detach()
+        if t.device.type != "cuda":
+            flat, layout = dense_flat(t, self.value_order)
             data = codec.compress(flat.numpy(), eb)
-        return CometPacked(data, t.shape, layout, t.device), data.nbytes
+            return CometPacked(data, t.shape, layout, t.device), data.nbytes
+        if self.value_order == "logical" and gpu_codec.Source.nhwc_fits(t):
+            src, layout = gpu_codec.Source.nhwc_of(t, checked=True), "nhwc"
+        else:
+            flat, layout = dense_flat(t, self.value_order)
+            src = gpu_codec.Source.flat(flat)
+        if self.planner is not None:
+            data, stored = self.planner.encode(src, eb)
+        else:
+            data = gpu_codec.compress_source(src, eb, self.kernels_dir)
+            stored = data.nbytes
+        return CometPacked(data, t.shape, layout, t.device), stored
 
     def decode(self, packed: CometPacked) -> torch.Tensor:
-        if packed.device.type == "cuda":
-            from repro.comet import gpu_codec
-
-            flat = gpu_codec.decompress(packed.data, kernels_dir=self.kernels_dir)
-        else:
-            flat = torch.from_numpy(codec.decompress(packed.data))
+        if packed.device.type != "cuda":
+            return restore(torch.from_numpy(codec.decompress(packed.data)), packed.shape, packed.layout)
+        if packed.layout == "nhwc":
+            out = torch.empty(packed.shape, device=packed.device, memory_format=torch.channels_last)
+            return gpu_codec.decompress(packed.data, out, self.kernels_dir)
+        n = packed.data.n
+        flat = gpu_codec.decompress(packed.data, torch.empty(n, device=packed.device), self.kernels_dir)
         return restore(flat, packed.shape, packed.layout)
 
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "controller": self.controller.state_dict()}
+        state = {**super().state_dict(), "controller": self.controller.state_dict()}
+        if self.planner is not None:  # a resumed run re-calibrates its plan; the run's counts carry on
+            state["arena_totals"] = dict(self.planner.totals)
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.controller.load_state_dict(state.get("controller", {}))
+        if self.planner is not None:
+            self.planner.totals.update(state.get("arena_totals", {}))
 
 
 @dataclass
@@ -428,13 +470,14 @@ class ActNNHooks(SavedTensorAccounting):
 
 def make_hooks(method: str, *, eb: float = 0.05, fraction: float = 0.1, bn_fraction: float = 0.05,
                eb_min: float = 1e-4, eb_max: float = 1.0, retune_every: int = 100, min_numel: int = 4096,
-               group_size: int = 256, seed: int = 0, kernels_dir=None, value_order: str = "logical") -> TrainHooks | None:
+               group_size: int = 256, seed: int = 0, kernels_dir=None, value_order: str = "logical",
+               payload: str = "exact", arena_margin: float = 1.1) -> TrainHooks | None:
     """The hooks of one arm: none (no hooks: the plain trainer), fixed, adaptive, actnn."""
     if method == "none":
         return None
     if method in ("fixed", "adaptive"):
         ctl = EBController(eb, method == "adaptive", fraction, bn_fraction, eb_min, eb_max, retune_every)
-        return CometHooks(ctl, min_numel, kernels_dir, value_order)
+        return CometHooks(ctl, min_numel, kernels_dir, value_order, payload, arena_margin)
     if method == "actnn":
         return ActNNHooks(group_size, min_numel, seed, value_order)
     raise ValueError(f"method must be none, fixed, adaptive or actnn, got {method!r}")

@@ -12,13 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from repro.figures import run_record, run_subtitle  # noqa: E402
-
-
-def _titled(fig: plt.Figure, title: str, run_dir: Path) -> plt.Figure:
-    fig.suptitle(f"{title}\n{run_subtitle(run_record(run_dir), 'backend')}", fontsize=9)
-    fig.tight_layout()
-    return fig
+from repro.figures import finish, run_record  # noqa: E402
 
 
 def p2p(run_dir: Path) -> plt.Figure:
@@ -41,7 +35,7 @@ def p2p(run_dir: Path) -> plt.Figure:
     sns.heatmap(lat.pivot(index="src", columns="dst", values="latency_us"), annot=True, fmt=".2f", cmap="magma_r",
                 ax=axes[2], cbar_kws={"label": "us"})
     axes[2].set(title="remote load latency (dst reads src's memory)")
-    return _titled(fig, "GPU peer-to-peer bandwidth and latency", run_dir)
+    return finish(fig, "GPU peer-to-peer bandwidth and latency", run_record(run_dir), "backend", fontsize=9)
 
 
 def host_device(run_dir: Path) -> plt.Figure:
@@ -51,7 +45,7 @@ def host_device(run_dir: Path) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     sns.lineplot(data=df, x="bytes", y="gbps", hue="path", style="path", markers=True, dashes=False, ax=ax)
     ax.set(xscale="log", yscale="log", xlabel="bytes", ylabel="GB/s", title="host-device bandwidth")
-    return _titled(fig, "Host-device copies, pinned and pageable", run_dir)
+    return finish(fig, "Host-device copies, pinned and pageable", run_record(run_dir), "backend", fontsize=9)
 
 
 def collectives(run_dir: Path) -> plt.Figure:
@@ -66,4 +60,4 @@ def collectives(run_dir: Path) -> plt.Figure:
                 title="bus bandwidth (nccl-tests' busbw)")
     ranks = int(df["ranks"].iloc[0]) if len(df) else 0
     backend = df["backend"].iloc[0] if len(df) else "?"
-    return _titled(fig, f"Collectives on {ranks} ranks ({backend})", run_dir)
+    return finish(fig, f"Collectives on {ranks} ranks ({backend})", run_record(run_dir), "backend", fontsize=9)

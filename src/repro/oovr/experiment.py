@@ -11,7 +11,6 @@ import math
 import time
 from dataclasses import dataclass, field, fields
 
-import numpy as np
 import pandas as pd
 
 from repro.experiment import Context, Result, experiment
@@ -19,6 +18,8 @@ from repro.oovr import model
 from repro.oovr.scenes import SceneSpec
 from repro.oovr.system import ARMS, ASSUMED, SystemParams
 from repro.sim import sensitivity
+from repro.sim.curves import crossing
+from repro.sim.engine import simulation_speed
 from repro.sim.params import ParamError
 
 
@@ -44,13 +45,6 @@ def _run(p: OOVRParams, ctx: Context, system: SystemParams | None = None, scenes
     return model.run(system or p.system, scenes or p.scenes, arms or p.arms, p.frames, ctx.seed, p.workers)
 
 
-def _speed(events: float, wall_s: float, ctx: Context) -> dict[str, float]:
-    rate = events / wall_s if wall_s > 0 else math.nan
-    ctx.log.info("simulated %d events in %.1f s: %.0f events/s", events, wall_s, rate)
-    print(f"oovr: {events:.0f} simulated events in {wall_s:.1f} s = {rate:,.0f} events/s", flush=True)
-    return {"events": events, "events_per_s": rate, "wall_s": wall_s}
-
-
 @experiment(params=OOVRParams, needs_gpu=False)
 def scenes(p: OOVRParams, ctx: Context) -> Result:
     """Every arm on every scene: frame time, speedup, inter-GPM bytes and load imbalance."""
@@ -59,7 +53,7 @@ def scenes(p: OOVRParams, ctx: Context) -> Result:
     rows = _run(p, ctx)
     wall = time.perf_counter() - t0
     table, metrics = model.summarize(rows)
-    metrics.update(_speed(float(rows["events"].sum()), wall, ctx))
+    metrics.update(simulation_speed(float(rows["events"].sum()), wall, ctx.log, "oovr"))
     return Result(metrics=metrics, tables={"frames": rows, "scenes": table},
                   tags={"kind": "model", "arms": ",".join(p.arms), "scenes": ",".join(s.name for s in p.scenes)})
 
@@ -92,17 +86,8 @@ def link_sweep(p: OOVRParams, ctx: Context) -> Result:
                "speedup_at_min_link": float(link["speedup"].iloc[0]), "speedup_at_max_link": float(link["speedup"].iloc[-1]),
                "speedup_at_min_asymmetry": float(asym["speedup"].iloc[0]),
                "speedup_at_max_asymmetry": float(asym["speedup"].iloc[-1])}
-    metrics.update(_speed(float(sum(r["events"].sum() for r in all_rows)), wall, ctx))
+    metrics.update(simulation_speed(float(sum(r["events"].sum() for r in all_rows)), wall, ctx.log, "oovr"))
     return Result(metrics=metrics, tables={"sweep": sweep}, tags={"kind": "model"})
-
-
-def crossing(x: np.ndarray, y: np.ndarray, level: float) -> float:
-    """The first x (log-interpolated) where y falls to ``level``; inf if it never does in the range."""
-    for i in range(1, len(x)):
-        if y[i - 1] > level >= y[i]:
-            f = (y[i - 1] - level) / (y[i - 1] - y[i])
-            return float(math.exp(math.log(x[i - 1]) + f * (math.log(x[i]) - math.log(x[i - 1]))))
-    return 0.0 if len(y) and y[0] <= level else math.inf
 
 
 def assumed_keys(p: OOVRParams) -> dict[str, float]:
@@ -149,11 +134,7 @@ def sensitivity_screen(p: OOVRParams, ctx: Context) -> Result:
     screen, curves, base, events = sensitivity.study(headline, defaults, p.factors, p.curve_factors, p.threshold,
                                                      p.workers, categorical={"system.topology": other},
                                                      progress=ctx.progress)
-    worst = screen.groupby("key")["max_rel_change_of_key"].max()
-    metrics = {"base_speedup": base["speedup"], "base_traffic_reduction": base["traffic_reduction"],
-               "assumed_screened": float(len(worst)), "sensitive": float(int((worst > p.threshold).sum())),
-               "largest_rel_change": float(worst.max())}
-    metrics.update(_speed(events, time.perf_counter() - t0, ctx))
-    return Result(metrics=metrics, tables={"screen": screen, "curves": curves},
-                  tags={"kind": "model", "sensitive": ",".join(sorted(worst[worst > p.threshold].index)),
-                        "largest": str(worst.idxmax())})
+    metrics, tags = sensitivity.summarize(
+        screen, base, {"base_speedup": "speedup", "base_traffic_reduction": "traffic_reduction"}, p.threshold)
+    metrics.update(simulation_speed(events, time.perf_counter() - t0, ctx.log, "oovr"))
+    return Result(metrics=metrics, tables={"screen": screen, "curves": curves}, tags=tags)

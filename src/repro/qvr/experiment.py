@@ -5,7 +5,6 @@ assumed parameter. All run on the CPU (``gpus: 0``); metrics include ``events_pe
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from dataclasses import dataclass, field, fields
 
@@ -16,6 +15,8 @@ from repro.qvr import model
 from repro.qvr.system import ARMS, ASSUMED, SystemParams
 from repro.qvr.workload import GameSpec
 from repro.sim import sensitivity
+from repro.sim.curves import crossing
+from repro.sim.engine import simulation_speed
 from repro.sim.network import NetworkProfile
 from repro.sim.params import ParamError
 
@@ -38,13 +39,6 @@ class QVRParams:
     threshold: float = 0.10
 
 
-def _speed(events: float, wall: float, ctx: Context) -> dict[str, float]:
-    rate = events / wall if wall > 0 else math.nan
-    ctx.log.info("simulated %d events in %.1f s: %.0f events/s", events, wall, rate)
-    print(f"qvr: {events:.0f} simulated events in {wall:.1f} s = {rate:,.0f} events/s", flush=True)
-    return {"events": events, "events_per_s": rate, "wall_s": wall}
-
-
 def _check(p: QVRParams) -> None:
     model.check(p.system, p.games, p.networks, p.arms, p.duration_s)
 
@@ -56,7 +50,7 @@ def traces(p: QVRParams, ctx: Context) -> Result:
     t0 = time.perf_counter()
     runs, cdf = model.run(p.system, p.games, p.networks, p.arms, p.duration_s, ctx.seed, p.workers)
     metrics = model.summarize(runs)
-    metrics.update(_speed(float(runs["events"].sum()), time.perf_counter() - t0, ctx))
+    metrics.update(simulation_speed(float(runs["events"].sum()), time.perf_counter() - t0, ctx.log, "qvr"))
     return Result(metrics=metrics, tables={"runs": runs, "latency_cdf": cdf},
                   tags={"kind": "model", "networks": ",".join(n.name for n in p.networks),
                         "games": ",".join(g.name for g in p.games)})
@@ -95,27 +89,11 @@ def bandwidth_sweep(p: QVRParams, ctx: Context) -> Result:
                "speedup_at_max_latency": float(lat["speedup"].iloc[-1])}
     for g in p.games:  # where Q-VR should stay local: its gain over local under 1.1x
         speedup = f"speedup_{g.name}"
-        metrics[f"stay_local_below_mbps_{g.name}"] = rising_crossing(bw["value"].tolist(), bw[speedup].tolist(), 1.1)
-        metrics[f"stay_local_above_latency_ms_{g.name}"] = falling_crossing(lat["value"].tolist(), lat[speedup].tolist(),
+        metrics[f"stay_local_below_mbps_{g.name}"] = crossing(bw["value"].tolist(), bw[speedup].tolist(), 1.1, rising=True)
+        metrics[f"stay_local_above_latency_ms_{g.name}"] = crossing(lat["value"].tolist(), lat[speedup].tolist(),
                                                                             1.1)
-    metrics.update(_speed(float(runs["events"].sum()), time.perf_counter() - t0, ctx))
+    metrics.update(simulation_speed(float(runs["events"].sum()), time.perf_counter() - t0, ctx.log, "qvr"))
     return Result(metrics=metrics, tables={"sweep": sweep, "runs": runs}, tags={"kind": "model"})
-
-
-def falling_crossing(x: list[float], y: list[float], level: float) -> float:
-    """The first x (log-interpolated) where y falls to ``level``; 0 if it starts there, inf if never."""
-    return rising_crossing(x, [-v for v in y], -level)
-
-
-def rising_crossing(x: list[float], y: list[float], level: float) -> float:
-    """The first x (log-interpolated) where y rises to ``level``; 0 if it starts there, inf if never."""
-    if y and y[0] >= level:
-        return 0.0
-    for i in range(1, len(x)):
-        if y[i - 1] < level <= y[i]:
-            f = (level - y[i - 1]) / (y[i] - y[i - 1])
-            return float(math.exp(math.log(x[i - 1]) + f * (math.log(x[i]) - math.log(x[i - 1]))))
-    return math.inf
 
 
 @dataclass
@@ -173,11 +151,7 @@ def sensitivity_screen(p: QVRParams, ctx: Context) -> Result:
     t0 = time.perf_counter()
     screen, curves, base, events = sensitivity.study(headline, defaults, p.factors, p.curve_factors, p.threshold,
                                                      p.workers, progress=ctx.progress)
-    worst = screen.groupby("key")["max_rel_change_of_key"].max()
-    metrics = {"base_speedup": base["speedup"], "base_fps_gain": base["fps_gain"],
-               "assumed_screened": float(len(worst)), "sensitive": float(int((worst > p.threshold).sum())),
-               "largest_rel_change": float(worst.max())}
-    metrics.update(_speed(events, time.perf_counter() - t0, ctx))
-    return Result(metrics=metrics, tables={"screen": screen, "curves": curves},
-                  tags={"kind": "model", "sensitive": ",".join(sorted(worst[worst > p.threshold].index)),
-                        "largest": str(worst.idxmax())})
+    metrics, tags = sensitivity.summarize(screen, base, {"base_speedup": "speedup", "base_fps_gain": "fps_gain"},
+                                          p.threshold)
+    metrics.update(simulation_speed(events, time.perf_counter() - t0, ctx.log, "qvr"))
+    return Result(metrics=metrics, tables={"screen": screen, "curves": curves}, tags=tags)

@@ -86,3 +86,16 @@ def study(headline: Headline, defaults: dict[str, float], factors: Iterable[floa
     events = sum(float(x) for x in (*table.get("_events", []), base.get("_events", 0.0), *curves.get("_events", []))
                  if x == x)
     return table, curves.drop(columns=["_events"], errors="ignore"), base, events
+
+
+def summarize(screen: pd.DataFrame, base: dict, headlines: dict[str, str], threshold: float) -> tuple[dict, dict]:
+    """The metrics and tags every sensitivity experiment reports: the base headlines (metric name ->
+    key of ``base``), how many assumed parameters were screened, how many move a headline by more
+    than ``threshold`` (relative), the largest move and which parameter made it."""
+    worst = screen.groupby("key")["max_rel_change_of_key"].max()
+    metrics = {**{name: base[key] for name, key in headlines.items()},
+               "assumed_screened": float(len(worst)), "sensitive": float(int((worst > threshold).sum())),
+               "largest_rel_change": float(worst.max())}
+    tags = {"kind": "model", "sensitive": ",".join(sorted(worst[worst > threshold].index)),
+            "largest": str(worst.idxmax())}
+    return metrics, tags

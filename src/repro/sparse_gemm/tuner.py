@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 
 import pandas as pd
 
-from repro.records import atomic_write_text
+from repro.tuning import ChoiceCache
 
 CACHE_VERSION = 1
 log = logging.getLogger("repro")
@@ -49,16 +49,11 @@ class Tuner:
     """Times candidates per key and keeps the winners in ``cache_path`` (JSON; None = in memory)."""
 
     def __init__(self, cache_path: Path | None, gpu_name: str):
-        self.cache_path = Path(cache_path) if cache_path is not None else None
         self.gpu_name = gpu_name
-        self._cache: dict[str, dict[str, dict]] = {}
-        if self.cache_path is not None and self.cache_path.exists():
-            data = json.loads(self.cache_path.read_text())
-            if data.get("version") == CACHE_VERSION:
-                self._cache = data.get("gpus", {})
+        self.cache = ChoiceCache(cache_path, gpu_name, CACHE_VERSION)
 
     def lookup(self, key: str) -> Choice | None:
-        entry = self._cache.get(self.gpu_name, {}).get(key)
+        entry = self.cache.get(key)
         return Choice(**entry) if entry is not None else None
 
     def choose(self, key: str, configs: Sequence, timer: Callable[[object], float],
@@ -86,14 +81,8 @@ class Tuner:
             raise RuntimeError(f"no configuration ran correctly for {key}: {errors}")
         best = min(times, key=times.__getitem__)
         choice = Choice(key, by_name[best].as_dict(), best, times, errors)
-        self._cache.setdefault(self.gpu_name, {})[key] = asdict(choice)
-        self.save()
+        self.cache.put(key, asdict(choice))
         return choice
-
-    def save(self) -> None:
-        if self.cache_path is not None:
-            atomic_write_text(self.cache_path, json.dumps({"version": CACHE_VERSION, "gpus": self._cache},
-                                                          indent=1, sort_keys=True) + "\n")
 
     def table(self, keys: Sequence[str]) -> pd.DataFrame:
         """One row per key: the chosen configuration, its time, how many candidates ran or failed."""

@@ -18,15 +18,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from repro.figures import run_record, run_subtitle  # noqa: E402
+from repro.figures import finish, run_record  # noqa: E402
 
 SOLVERS = ("cusparse", "levelset", "syncfree_warp", "syncfree_thread", "syncfree_levels")
-
-
-def _titled(fig: plt.Figure, title: str, run_dir: Path) -> plt.Figure:
-    fig.suptitle(f"{title}\n{run_subtitle(run_record(run_dir))}", fontsize=9)
-    fig.tight_layout()
-    return fig
 
 
 def single_gpu(run_dir: Path) -> plt.Figure:
@@ -53,7 +47,7 @@ def single_gpu(run_dir: Path) -> plt.Figure:
     axes[2].legend(fontsize=7)
     for ax in axes[:2]:
         ax.tick_params(axis="x", rotation=45, labelsize=7)
-    return _titled(fig, "SpTRSV on one GPU: cuSPARSE vs level-set and sync-free", run_dir)
+    return finish(fig, "SpTRSV on one GPU: cuSPARSE vs level-set and sync-free", run_record(run_dir), fontsize=9)
 
 
 def multi_gpu(run_dir: Path) -> plt.Figure:
@@ -70,7 +64,7 @@ def multi_gpu(run_dir: Path) -> plt.Figure:
     for ax in axes:
         ax.tick_params(axis="x", rotation=45, labelsize=7)
     gpus = int(df["gpus"].iloc[0]) if len(df) else 0
-    return _titled(fig, f"SpTRSV on {gpus} GPUs: zero-copy + task pool vs unified memory", run_dir)
+    return finish(fig, f"SpTRSV on {gpus} GPUs: zero-copy + task pool vs unified memory", run_record(run_dir), fontsize=9)
 
 
 def emulation(run_dir: Path) -> plt.Figure:
@@ -92,4 +86,4 @@ def emulation(run_dir: Path) -> plt.Figure:
                 title="twins vs SciPy (dotted: 1e-10; zeros drawn at 1e-18)")
     axes[1].tick_params(axis="x", rotation=30, labelsize=7)
     axes[1].legend(fontsize=5, ncols=2)
-    return _titled(fig, "SpTRSV schedules as NumPy twins (model of the kernels' order, CPU)", run_dir)
+    return finish(fig, "SpTRSV schedules as NumPy twins (model of the kernels' order, CPU)", run_record(run_dir), fontsize=9)

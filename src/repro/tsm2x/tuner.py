@@ -21,7 +21,6 @@ fakes.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import statistics
@@ -29,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from repro.records import atomic_write_text
+from repro.tuning import ChoiceCache
 from repro import kernels
 from repro.tsm2x import tsm2
 
@@ -62,16 +61,11 @@ class Tuner:
     """Times candidates per shape and remembers the winners in `cache_path` (JSON, or None)."""
 
     def __init__(self, cache_path: Path | None, gpu_name: str):
-        self.cache_path = Path(cache_path) if cache_path is not None else None
         self.gpu_name = gpu_name
-        self._cache: dict[str, dict[str, dict]] = {}
-        if self.cache_path is not None and self.cache_path.exists():
-            data = json.loads(self.cache_path.read_text())
-            if data.get("version") == CACHE_VERSION:
-                self._cache = data.get("gpus", {})
+        self.cache = ChoiceCache(cache_path, gpu_name, CACHE_VERSION)
 
     def lookup(self, kind: str, dtype: str, m: int, k: int, n: int) -> Choice | None:
-        entry = self._cache.get(self.gpu_name, {}).get(shape_key(kind, dtype, m, k, n))
+        entry = self.cache.get(shape_key(kind, dtype, m, k, n))
         return Choice(**entry) if entry is not None else None
 
     def choose(self, kind: str, dtype: str, m: int, k: int, n: int, timer: Callable[[str], float],
@@ -113,14 +107,8 @@ class Tuner:
         else:
             winner = best_cublas
         choice = Choice(shape_key(kind, dtype, m, k, n), winner, best_variant, best_cublas, times, errors)
-        self._cache.setdefault(self.gpu_name, {})[choice.key] = asdict(choice)
-        self.save()
+        self.cache.put(choice.key, asdict(choice))
         return choice
-
-    def save(self) -> None:
-        if self.cache_path is not None:
-            atomic_write_text(self.cache_path, json.dumps({"version": CACHE_VERSION, "gpus": self._cache},
-                                                          indent=1, sort_keys=True) + "\n")
 
 
 def check_tolerance(dtype: str, k: int) -> float:
