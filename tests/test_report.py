@@ -56,6 +56,7 @@ def test_the_counts_of_both_sides(built):
                    "model not-reproduced": 1, "model no-reference": 0}
     assert (here["reproduced"], here["smoke"], here["not-run-here"], here["pending"]) == (1, 1, 4, 1)
     assert here["model not-run-here"] == 1
+    assert report_content.by_reference_machine(df) == [("NVIDIA H200", 3, 3)]  # model rows too
 
 
 @pytest.mark.parametrize("value, target, direction, unit, expected", [

@@ -121,8 +121,8 @@ def draw(df: pd.DataFrame):
     ax.set_xlabel("misses  \u2190   distance from the target   \u2192  holds\n"
                   "ratio claims: log2(measured / target), the second row the factor;  [\u0394] difference "
                   "claims: measured \u2212 target (points)", fontsize=8)
-    handles = [plt.Line2D([], [], ls="", marker="o", color=HELD, label="reference machine (H200), holds"),
-               plt.Line2D([], [], ls="", marker="o", color=MISSED, label="reference machine, misses"),
+    handles = [plt.Line2D([], [], ls="", marker="o", color=HELD, label="reference run, holds"),
+               plt.Line2D([], [], ls="", marker="o", color=MISSED, label="reference run, misses"),
                plt.Line2D([], [], ls="", marker="^", color="#555555", label="here, paper scale"),
                plt.Line2D([], [], ls="", marker="D", mfc="none", mec="black", label="the paper's value")]
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1.0 + 0.9 / (1.6 + 0.27 * n)), ncol=4,

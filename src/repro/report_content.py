@@ -124,8 +124,21 @@ def machine_here(runs: dict[str, dict], results: Path) -> str:
     return f"host {', '.join(hosts)}, {hardware}, {'/'.join(scales) or 'no finished'} scale"
 
 
+def machine_name(hardware: str) -> str:
+    """A record's hardware as the machine that made the numbers (a CPU step over one GPU's records is that GPU's)."""
+    return hardware.replace(" (CPU step over its records)", "")
+
+
+def by_reference_machine(df: pd.DataFrame) -> list[tuple[str, int, int]]:
+    """(machine, claims held, claims missed) for each reference machine, most claims first."""
+    judged = df[df.reference_verdict.isin(["reproduced", "not-reproduced"])]
+    rows = [(name, int((g.reference_verdict == "reproduced").sum()), int((g.reference_verdict == "not-reproduced").sum()))
+            for name, g in judged.groupby(judged.reference_hardware.map(machine_name))]
+    return sorted(rows, key=lambda r: -(r[1] + r[2]))
+
+
 def reference_machine(df: pd.DataFrame) -> str:
-    hardware = sorted({h.replace(" (CPU step over its records)", "") for h in df.reference_hardware if h})
+    hardware = sorted({machine_name(h) for h in df.reference_hardware if h})
     dates = sorted(d for d in df.reference_date if d)
     span = f"committed runs of {dates[0]}" + (f" to {dates[-1]}" if dates[-1] != dates[0] else "") if dates else "no committed runs"
     return f"{', '.join(hardware) or 'none'}; {span}"
@@ -169,8 +182,8 @@ def per_paper(df: pd.DataFrame) -> pd.DataFrame:
                                                               f"{(here == 'not-reproduced').sum()} / {(here == 'smoke').sum()} / "
                                                               f"{(here == 'not-run-here').sum()}",
                      "pending": int((here == "pending").sum()),
-                     "reference hardware": ", ".join(sorted({h.replace(" (CPU step over its records)", "")
-                                                             for h in group.reference_hardware if h})) or "-"})
+                     "reference hardware": ", ".join(sorted({machine_name(h) for h in group.reference_hardware if h}))
+                                           or "-"})
     return pd.DataFrame(rows)
 
 

@@ -13,9 +13,9 @@ import pandas as pd
 from repro import claims_chart
 from repro.claims import tally
 from repro.provenance import git_state
-from repro.report_content import (COMMANDS, LABELS, Context, cost, fmt_value, figure_key, figure_source, paper_page,
-                                  per_paper, provenance_items, provenance_line, runs_rows, split_note, summary_lines,
-                                  totals, verdict_label)
+from repro.report_content import (COMMANDS, LABELS, Context, by_reference_machine, cost, fmt_value, figure_key,
+                                  figure_source, paper_page, per_paper, provenance_items, provenance_line, runs_rows,
+                                  split_note, summary_lines, totals, verdict_label)
 
 THUMB_SIZE = (360, 250)  # px, the most a thumbnail spans: about 5-10 kB each
 
@@ -72,13 +72,15 @@ def _bar(counts: list[tuple[int, str]]) -> str:
 CARD_ORDER = ("reproduced", "not-reproduced", "smoke", "not-run-here", "no-reference", "pending")
 
 
-def _card(title: str, line: str, t: dict, side: str) -> str:
-    """One side's headline: how many claims hold of all, a bar of the verdicts, the counts' sentence."""
+def _card(title: str, line: str, t: dict, side: str, machines: list[tuple[str, int, int]] = ()) -> str:
+    """One side's headline: how many claims hold of all (and on each machine), a bar of the verdicts,
+    the counts' sentence."""
     counts = [(t.get(v, 0) + t.get(f"model {v}", 0), v) for v in CARD_ORDER]
     total = sum(n for n, _ in counts)
+    each = " \u00b7 ".join(f"<b>{held}</b> of {held + missed} hold on the {E(name)}" for name, held, missed in machines)
     return (f'<div class="card" id="verdicts-{side}"><h2>{E(title)}</h2>'
             f'<p class="big"><b>{counts[0][0]}</b> of {total} claims hold</p>{_bar(counts)}'
-            f'<p class="small">{E(line)}</p></div>')
+            + (f"<p>{each}</p>" if len(machines) > 1 else "") + f'<p class="small">{E(line)}</p></div>')
 
 
 def _record_link(ctx: Context, path: str, text: str, record_id: str) -> str:
@@ -220,13 +222,15 @@ def to_html(ctx: Context, chart: bytes) -> str:
     glance = per_paper(df)
     chart_img = base64.b64encode(chart).decode()
     commit = git_state()["commit"][:7]
+    machines = by_reference_machine(df)
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1"><title>repro claims report</title>
 <style>{CSS}</style></head><body>
 <h1>Claims report</h1>
-<p class="sub">{len(df)} claims of {df.paper.nunique()} papers, each judged on the reference machine (the
+<p class="sub">{len(df)} claims of {df.paper.nunique()} papers, each judged on the reference machines (the
 committed paper-scale runs) and here (this machine's run). Built at commit <code>{E(commit)}</code>.</p>
-<div class="cards" id="summary">{_card("On the reference machine", ref_line, tally(df, "reference"), "reference")}
+<div class="cards" id="summary">{_card("On the reference machine" + ("s" if len(machines) > 1 else ""), ref_line,
+                                       tally(df, "reference"), "reference", machines)}
 {_card("Here", here_line, tally(df, "here"), "here")}</div>
 <h2 id="glance">At a glance</h2>
 <div class="glance"><div>{_table(glance, "per-paper")}<p class="small">held: every condition of the claim
