@@ -19,8 +19,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $@
 
-test: setup               ## run the test suite (GPU tests skip themselves without a GPU)
-	$(VENV)/bin/python -m pytest -q
+test: setup               ## run the test suite (GPU tests skip without a GPU); writes results/tests/junit.xml
+	$(VENV)/bin/python -m pytest -q --junitxml=results/tests/junit.xml
 
 smoke: setup              ## the whole DAG at the tiny CPU scale
 	$(SNAKEMAKE) --cores $(CORES) --config scale=smoke

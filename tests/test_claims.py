@@ -66,7 +66,7 @@ def test_verdicts(setup):
     assert df.loc["a.fail", "verdict"] == "not-reproduced"
     assert df.loc["a.ref", "verdict"] == "not-run-here"
     assert df.loc["a.ref", "source"] == "reference" and df.loc["a.ref", "measured"] == "1.7"
-    assert "needs a CUDA GPU" in df.loc["a.ref", "note"]
+    assert "needs a CUDA GPU" in df.loc["a.ref", "here_why"]
     assert df.loc["a.model", "verdict"] == "model"
     assert df.loc["a.pending", "verdict"] == "pending"
     assert df.loc["a.noexp", "verdict"] == "pending"
@@ -108,11 +108,14 @@ def test_failing_also_condition_fails_the_claim(setup):
     assert df.loc["a.pass", "verdict"] == "not-reproduced"
 
 
-def test_report_files_and_exact_columns(setup, tmp_path):
+def test_report_files_keep_the_earlier_columns_first(setup, tmp_path):
+    from repro import report
+
+    ledger, results, ref, config = setup
     df = claims.build(*setup)
-    claims.write(df, tmp_path / "out", [])
-    header = (tmp_path / "out" / "claims.csv").read_text().splitlines()[0]
-    assert header == ",".join(claims.COLUMNS)
+    report.write(df, tmp_path / "out", [], results=results, reference_root=ref)
+    header = (tmp_path / "out" / "claims.csv").read_text().splitlines()[0].split(",")
+    assert header[:len(claims.COLUMNS)] == claims.COLUMNS and header == claims.CSV_COLUMNS
     html = (tmp_path / "out" / "report.html").read_text()
     assert all(cid in html for cid in df.claim_id)
 

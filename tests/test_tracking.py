@@ -41,6 +41,11 @@ def test_reingest_adds_nothing(tmp_path):
     assert [m.value for m in client.get_metric_history(run.info.run_id, "epoch.top1")] == [50.0, 60.0]
     assert json.loads(run.data.tags["prov.code"]) == {"src/repro/x.py": "0123456789abcdef"}  # one tag
     assert run.data.tags["prov.commit"] == "c" and not any(k.startswith("prov.code.") for k in run.data.tags)
+    # the summary maps each record id to its run, on the first ingestion and on every later one
+    by_run = {r.info.run_id: r.data.tags[tracking.TAG] for r in runs}
+    for summary in (first, second):
+        assert {rid: run["run_id"] for rid, run in summary["runs"].items()} == {v: k for k, v in by_run.items()}
+        assert {run["experiment_id"] for run in summary["runs"].values()} == {exp.experiment_id}
 
 
 def _free_port():

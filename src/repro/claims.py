@@ -1,42 +1,55 @@
-"""The claims report: every paper claim beside our measured value and a verdict.
+"""The claims ledger and its verdicts: every paper claim beside our measured value, judged on two machines.
 
-`python -m repro.claims --ledger config/claims --results results --out results/claims`
+`python -m repro.claims --ledger config/claims --results results --reference results/reference --out results/claims`
+writes claims.csv, report.md and report.html (repro.report) and claims_chart.png (repro.claims_chart).
 
-Verdicts
-  reproduced / not-reproduced  measured here, at paper scale, against the target;
-  not-run-here                 this machine could not run it (e.g. needs a GPU): `measured` shows
-                               the committed reference value and `source` says `reference`;
-  model                        a simulator row (a trend model, never a hardware measurement);
-  pending                      not implemented yet.
+Each claim is judged twice, side by side:
+  reference  the committed paper-scale run (results/reference/<gpu>/, the H200's first):
+             reproduced / not-reproduced against the target, or no-reference (none committed);
+  here       this machine's run (results/): reproduced / not-reproduced at paper scale; smoke (it ran
+             at the smoke scale: its value is shown, not judged against a paper-scale target); or
+             not-run-here, with why (e.g. skipped: needs a CUDA GPU).
+A claim with no experiment yet is pending on both sides. A `kind: model` row is a simulator's
+result: judged against its target like the others, and always shown as a model.
+
+claims.csv keeps the columns of earlier reports first: `verdict` is here's verdict when this machine
+ran the claim at paper scale, else not-run-here (`measured` is then the reference value, `source`
+says `reference`); `model` for a model row that has a value; pending.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
-import html
+import json
 import math
 import operator
 import re
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
-from repro import records
-from repro.records import atomic_write_text
-from repro import layout, sweep
+from repro import browser, layout, records, sweep
 from repro.reference import find_reference, input_gpu_name, named_input_records, stale_code
 
 COLUMNS = ["claim_id", "paper", "statement", "paper_value", "target", "measured", "unit", "verdict",
            "source", "hardware", "needs", "run_id", "commit"]
+# added after the columns above, in this order (claims.csv keeps its earlier columns first)
+SIDE_COLUMNS = ["kind", "reference_verdict", "reference_measured", "reference_hardware", "reference_date",
+                "reference_commit", "reference_record", "reference_run_id", "here_verdict", "here_measured",
+                "here_scale", "here_why", "here_record", "here_run_id", "here_mlflow_run"]
+CSV_COLUMNS = COLUMNS + SIDE_COLUMNS
 VERDICTS = ("reproduced", "not-reproduced", "not-run-here", "model", "pending")
-CLAIM_FIELDS = {"id", "paper", "statement", "paper_value", "unit", "target", "direction", "metric", "also",
-                "needs", "kind", "timing", "note"}
+REFERENCE_VERDICTS = ("reproduced", "not-reproduced", "no-reference", "pending")
+HERE_VERDICTS = ("reproduced", "not-reproduced", "smoke", "not-run-here", "pending")
+CLAIM_FIELDS = {"id", "paper", "statement", "paper_value", "paper_unit", "unit", "target", "direction", "metric",
+                "also", "needs", "kind", "timing", "note"}
 REQUIRED = {"id", "paper", "statement", "paper_value", "unit", "target", "direction"}
 NEEDS = re.compile(r"^(cpu|gpu\d*)$")
 OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
+MLFLOW_SUMMARY = Path("mlflow") / "ingested.json"  # below the results folder (repro.tracking --out)
 
 
 class LedgerError(ValueError):
@@ -134,68 +147,191 @@ def _fmt(x) -> str:
     return str(x)
 
 
-def evaluate(claim: dict, results: Path, reference_root: Path, config_root: Path | None = None) -> dict:
-    row = {k: "" for k in COLUMNS}
+def record_path(record: dict) -> str:
+    return str(Path(record["_dir"]) / records.RECORD_NAME)
+
+
+def hardware_of(record: dict) -> str:
+    """The machine a record's numbers come from: its GPU; for a CPU step over one GPU's records (a
+    comparison), that GPU, said so; else the CPU."""
+    prov = record["provenance"]
+    if gpu := prov.get("gpu_name"):
+        return gpu
+    combined = input_gpu_name(record, Path(record["_dir"]).parents[1])
+    return f"{combined} (CPU step over its records)" if combined else f"CPU {prov.get('cpu_model') or prov.get('cpu', '')}".strip()
+
+
+def commit_of(record: dict, short: bool = False) -> str:
+    prov = record["provenance"]
+    commit = prov.get("commit", "") or ""
+    return (commit[:7] if short else commit) + ("+dirty" if prov.get("dirty") else "")
+
+
+@dataclass
+class Side:
+    """One machine's judgement of a claim: its verdict, the headline value, the records it read (by
+    experiment), each condition's value and whether it holds, and why it was not judged."""
+
+    verdict: str
+    value: float | None = None
+    records: dict[str, dict] = field(default_factory=dict)
+    conditions: list[tuple[dict, float | None, bool | None]] = field(default_factory=list)
+    why: str = ""
+    details: list[str] = field(default_factory=list)
+
+    @property
+    def first(self) -> dict | None:
+        return next(iter(self.records.values()), None)
+
+
+def _conditions(claim: dict) -> list[dict]:
+    return [{**claim["metric"], "target": claim["target"], "direction": claim["direction"]},
+            *(claim.get("also") or [])]
+
+
+def _holds(cond: dict, value: float) -> bool:
+    return not (isinstance(value, float) and math.isnan(value)) and OPS[cond["direction"]](value, cond["target"])
+
+
+def _condition_text(cond: dict, value: float | None, holds: bool | None) -> str:
+    shown = "no value" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.4g}"
+    verdict = "" if holds is None else (": holds" if holds else ": misses")
+    return f"{cond['key']} = {shown} ({cond['direction']} {_fmt(cond['target'])}{verdict})"
+
+
+def _nan_notes(side: Side) -> list[str]:
+    """What a record says a NaN value of a condition means (its tag of that metric's name)."""
+    notes = []
+    for cond, value, _ in side.conditions:
+        if isinstance(value, float) and math.isnan(value):
+            tag = (side.records[cond["experiment"]].get("tags") or {}).get(cond["key"])
+            notes.append(f"{cond['key']} has no value (NaN)" + (f": {tag}" if tag else ""))
+    return notes
+
+
+def _judged(claim: dict, recs: dict[str, dict], timing) -> Side:
+    conds = _conditions(claim)
+    values = [(c, _value(recs[c["experiment"]], c["key"], claim["id"])) for c in conds]
+    checked = [(c, v, _holds(c, v)) for c, v in values]
+    side = Side("reproduced" if all(h for _, _, h in checked) else "not-reproduced", value=values[0][1],
+                records=recs, conditions=checked)
+    side.details += [f"also {_condition_text(*c)}" for c in checked[1:]]
+    side.details += _nan_notes(side)
+    if timing and (shared := shared_gpu(recs.values(), None if timing is True else timing)):
+        side.details.append(shared)
+    return side
+
+
+def reference_side(claim: dict, reference_root: Path, results: Path, config_root: Path | None = None) -> Side:
+    """The claim judged on the committed reference run of each experiment it reads, with what of
+    their code changed since they ran. A CPU experiment (one that reads no GPU's records) is never
+    published for a GPU: beside a GPU experiment's reference run, this machine's paper-scale run of
+    it stands in. no-reference when an experiment has neither."""
+    refs = {}
+    for exp in dict.fromkeys(c["experiment"] for c in _conditions(claim)):
+        ref_dir = find_reference(reference_root, *layout.split(exp))
+        refs[exp] = records.read(ref_dir) if ref_dir else None
+    cpu = [e for e, r in refs.items() if r is None and gpus_needed(e, config_root) == 0]
+    local = []
+    if any(r is not None for r in refs.values()):
+        for exp in cpu:
+            rec = _record(results, exp)
+            if rec is not None and rec["status"] == "ok" and rec["scale"] == "paper":
+                refs[exp], local = rec, [*local, exp]
+    if missing := [e for e, r in refs.items() if r is None]:
+        cpu = [e for e in missing if e in cpu]
+        return Side("no-reference", why="no committed reference run of " + ", ".join(missing) + (
+            f" ({', '.join(cpu)}: a CPU step, which a paper-scale run here stands in for)" if cpu and len(cpu) < len(refs)
+            else ""))
+    side = _judged(claim, refs, claim.get("timing"))
+    side.details += [f"{exp}: a CPU step, from this machine's paper-scale run" for exp in local]
+    for exp, rec in refs.items():
+        if exp not in local and (stale := stale_code(rec, Path(rec["_dir"]).parents[1])):
+            side.details.append(f"{exp}: {stale}" if len(refs) > 1 else stale)
+    return side
+
+
+def here_side(claim: dict, results: Path) -> Side:
+    """The claim judged on this machine's records: at paper scale against the target; at smoke scale
+    shown, not judged; not run here with each record's reason."""
+    local = {c["experiment"]: _record(results, c["experiment"]) for c in _conditions(claim)}
+    absent = {e: ("not run (no record here)" if r is None else r.get("reason") or r["status"])
+              for e, r in local.items() if r is None or r["status"] != "ok"}
+    if absent:
+        reasons = sorted(set(absent.values()))
+        return Side("not-run-here", why="; ".join(reasons) if len(local) == 1 or len(reasons) == 1 else
+                    "; ".join(f"{e}: {why}" for e, why in absent.items()))
+    if all(r["scale"] == "paper" for r in local.values()):
+        return _judged(claim, local, claim.get("timing"))
+    conds = _conditions(claim)
+    values = [(c, local[c["experiment"]]["metrics"].get(c["key"])) for c in conds]
+    scales = sorted({r["scale"] for r in local.values()})
+    side = Side("smoke", value=values[0][1], records=local, conditions=[(c, v, None) for c, v in values],
+                why=f"ran at {'/'.join(scales)} scale: a check of the code path, not judged against the "
+                    "paper-scale target")
+    side.details += [f"{'/'.join(scales)}-scale value here: {_condition_text(c, v, None)}"
+                     for c, v in values if v is not None]
+    return side
+
+
+def load_mlflow_runs(results: Path) -> tuple[str, dict[str, dict]]:
+    """The MLflow store's URI and its run of each record id, from repro.tracking's summary
+    (results/mlflow/ingested.json); ("", {}) where there is none."""
+    path = Path(results) / MLFLOW_SUMMARY
+    if not path.is_file():
+        return "", {}
+    summary = json.loads(path.read_text())
+    return summary.get("uri", ""), summary.get("runs", {})
+
+
+def evaluate(claim: dict, results: Path, reference_root: Path, config_root: Path | None = None,
+             mlflow_runs: dict[str, dict] | None = None) -> dict:
+    """One claim's row: the ledger's fields, both sides' verdicts and values, the records they read,
+    and the details behind them (also-conditions, NaN values, stale code, shared GPUs, smoke values)."""
+    row = {k: "" for k in CSV_COLUMNS}
+    kind = "model" if claim.get("kind") == "model" else "measurement"
     row.update(claim_id=claim["id"], paper=claim["paper"], statement=claim["statement"],
-               paper_value=_fmt(claim["paper_value"]), unit=claim["unit"],
+               paper_value=_fmt(claim["paper_value"]), unit=claim["unit"], kind=kind,
                target="" if claim["target"] is None else f"{claim['direction']} {_fmt(claim['target'])}")
-    note = claim.get("note", "")
+    extra = dict(note=claim.get("note", ""), direction=claim["direction"], target_value=claim["target"],
+                 paper_value_value=claim["paper_value"], paper_unit=claim.get("paper_unit", ""),
+                 reference_value=None, here_value=None, reference_details=[], here_details=[],
+                 reference_records=[], here_records=[], experiments=[])
     metric = claim.get("metric")
     if metric is None or not layout.experiment_path(metric["experiment"], config_root).is_file():
-        row.update(verdict="pending", source="not implemented yet", needs=str(claim.get("needs", "")))
-        return {**row, "note": note}
+        row.update(verdict="pending", source="not implemented yet", needs=str(claim.get("needs", "")),
+                   reference_verdict="pending", here_verdict="pending", here_why="not implemented yet")
+        return {**row, **extra}
     row["needs"] = needs_of(claim, config_root)
-    conds = [{**metric, "target": claim["target"], "direction": claim["direction"]}] + list(claim.get("also") or [])
-    local = {c["experiment"]: _record(results, c["experiment"]) for c in conds}
-    here = all(r is not None and r["status"] == "ok" and r["scale"] == "paper" for r in local.values())
-    if here:
-        recs, source = local, "this-run"
+    extra["experiments"] = list(dict.fromkeys(c["experiment"] for c in _conditions(claim)))
+    ref, here = reference_side(claim, reference_root, results, config_root), here_side(claim, results)
+    for name, side in (("reference", ref), ("here", here)):
+        extra[f"{name}_value"] = side.value
+        extra[f"{name}_details"] = ([side.why] if side.why and name == "here" else []) + side.details
+        extra[f"{name}_records"] = [record_path(r) for r in side.records.values()]
+        row[f"{name}_verdict"] = side.verdict
+        row[f"{name}_measured"] = _fmt(side.value)
+        if first := side.first:
+            row[f"{name}_record"] = record_path(first)
+            row[f"{name}_run_id"] = first.get("record_id", "")
+    if ref.verdict == "no-reference":
+        extra["reference_details"] = [ref.why]
     else:
-        refs = {}
-        for exp in local:
-            paper, _, name = exp.partition("/")
-            ref_dir = find_reference(reference_root, paper, name)
-            refs[exp] = records.read(ref_dir) if ref_dir else None
-        recs, source = refs, "reference"
-        reasons = sorted({(r or {}).get("reason") or ("smoke scale" if r else "not run") for r in local.values()})
-        note = "; ".join(filter(None, [note, "here: " + ", ".join(reasons)]))
-        smoke = [f"{c['key']}={_value(local[c['experiment']], c['key'], claim['id']):.4g}"
-                 for c in conds if local[c["experiment"]] and local[c["experiment"]]["status"] == "ok"
-                 and c["key"] in local[c["experiment"]]["metrics"]]
-        if smoke:
-            note += f"; smoke-scale value here: {', '.join(smoke)}"
-    first = recs[metric["experiment"]]
-    if first is None or any(r is None for r in recs.values()):
-        row.update(verdict="not-run-here", source="none",
-                   hardware="", measured="")
-        return {**row, "note": note + "; no committed reference run"}
-    measured = _value(first, metric["key"], claim["id"])
-    ok = all(OPS[c["direction"]](_value(recs[c["experiment"]], c["key"], claim["id"]), c["target"]) for c in conds)
-    extras = [f"{c['key']}={_value(recs[c['experiment']], c['key'], claim['id']):.4g} ({c['direction']} {c['target']})"
-              for c in conds[1:]]
-    if extras:
-        note = "; ".join(filter(None, [note, "also: " + ", ".join(extras)]))
-    prov = first["provenance"]
-    hardware = prov.get("gpu_name")
-    if not hardware:  # a CPU step: a comparison of one GPU's records is that GPU's result
-        combined = input_gpu_name(first, Path(first["_dir"]).parents[1])
-        hardware = f"{combined} (CPU step over its records)" if combined else f"CPU {prov.get('cpu', '')}".strip()
-    if claim.get("kind") == "model":
-        verdict = "model"
-    elif source == "this-run":
-        verdict = "reproduced" if ok else "not-reproduced"
-    else:
-        verdict = "not-run-here"
-        note += f"; on the reference machine it was {'reproduced' if ok else 'not reproduced'}"
-        if stale := stale_code(first, Path(first["_dir"]).parents[1]):
-            note += f"; {stale}"
-    timing = claim.get("timing")
-    if timing and (shared := shared_gpu(recs.values(), None if timing is True else timing)):
-        note += f"; {shared}"
-    row.update(measured=_fmt(measured), verdict=verdict, source=source,
-               hardware=hardware,
-               run_id=first["record_id"], commit=prov.get("commit", "") + ("+dirty" if prov.get("dirty") else ""))
-    return {**row, "note": note}
+        row.update(reference_hardware=hardware_of(ref.first), reference_date=(ref.first.get("started") or "")[:10],
+                   reference_commit=commit_of(ref.first, short=True))
+    row.update(here_scale="/".join(sorted({r["scale"] for r in here.records.values()})), here_why=here.why)
+    if here.first and (run := (mlflow_runs or {}).get(here.first.get("record_id", ""))):
+        row["here_mlflow_run"] = run["run_id"]
+    chosen, source = ((here, "this-run") if here.verdict in ("reproduced", "not-reproduced") else
+                      (ref, "reference") if ref.verdict != "no-reference" else (None, "none"))
+    verdict = ("model" if kind == "model" and chosen else
+               here.verdict if source == "this-run" else "not-run-here")
+    row.update(verdict=verdict, source=source)
+    if chosen:
+        first = chosen.first
+        row.update(measured=_fmt(chosen.value), hardware=hardware_of(first), run_id=first["record_id"],
+                   commit=commit_of(first))
+    return {**row, **extra}
 
 
 def shared_gpu(recs, timed_inputs: list[str] | None = None) -> str:
@@ -217,48 +353,27 @@ def shared_gpu(recs, timed_inputs: list[str] | None = None) -> str:
 
 
 def build(ledger: Path, results: Path, reference_root: Path, config_root: Path | None = None) -> pd.DataFrame:
-    rows = [evaluate(c, results, reference_root, config_root) for c in load_ledger(ledger)]
-    return pd.DataFrame(rows, columns=COLUMNS + ["note"])
+    """Every claim's row (evaluate), the claims.csv columns first."""
+    _, runs = load_mlflow_runs(results)
+    rows = [evaluate(c, results, reference_root, config_root, runs) for c in load_ledger(ledger)]
+    frame = pd.DataFrame(rows)
+    return frame[CSV_COLUMNS + [c for c in frame.columns if c not in CSV_COLUMNS]] if rows else \
+        pd.DataFrame(columns=CSV_COLUMNS + ["note"])
 
 
-def to_markdown(df: pd.DataFrame) -> str:
-    cols = ["claim_id", "paper_value", "target", "measured", "unit", "verdict", "source", "hardware"]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for _, r in df.iterrows():
-        lines.append("| " + " | ".join(str(r[c]).replace("|", "/") for c in cols) + " |")
-    return "\n".join(lines)
-
-
-def write(df: pd.DataFrame, out: Path, figures: list[Path]) -> None:
-    out = Path(out)
-    atomic_write_text(out / "claims.csv", df[COLUMNS].to_csv(index=False))
-    counts = df.verdict.value_counts().reindex(VERDICTS, fill_value=0)
-    summary = ", ".join(f"{n} {v}" for v, n in counts.items())
-    md = ["# Claims report", "", f"{len(df)} claims: {summary}.", "", to_markdown(df), "", "## Notes", ""]
-    md += [f"- **{r.claim_id}**: {r.note}" for r in df.itertuples() if r.note]
-    md += ["", "## Figures", ""] + [f"![{f.stem}](../figures/{f.parent.name}/{f.name})" for f in figures]
-    atomic_write_text(out / "report.md", "\n".join(md) + "\n")
-    colors = {"reproduced": "#d4edda", "not-reproduced": "#f8d7da", "not-run-here": "#fff3cd",
-              "model": "#d1ecf1", "pending": "#e2e3e5"}
-    body = []
-    for r in df.itertuples():
-        cells = "".join(f"<td>{html.escape(str(getattr(r, c)))}</td>" for c in COLUMNS if c not in ("run_id",))
-        body.append(f'<tr style="background:{colors[r.verdict]}">{cells}<td>{html.escape(r.note)}</td></tr>')
-    head = "".join(f"<th>{c}</th>" for c in COLUMNS if c != "run_id") + "<th>note</th>"
-    imgs = "".join(
-        f'<figure><img src="data:image/png;base64,{base64.b64encode(f.read_bytes()).decode()}" '
-        f'style="max-width:100%"><figcaption>{html.escape(f.stem)}</figcaption></figure>' for f in figures)
-    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>repro claims report</title>
-<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;font-size:13px}}
-td,th{{border:1px solid #999;padding:3px 6px;vertical-align:top}}figure{{margin:1em 0}}</style></head>
-<body><h1>Claims report</h1><p>{len(df)} claims: {html.escape(summary)}.
-Verdicts: reproduced / not-reproduced (measured here at paper scale), not-run-here (this machine
-cannot run it; measured = committed reference value), model (simulator), pending (not implemented).</p>
-<table><tr>{head}</tr>{''.join(body)}</table><h2>Figures</h2>{imgs}</body></html>"""
-    atomic_write_text(out / "report.html", page)
+def tally(df: pd.DataFrame, side: str) -> dict[str, int]:
+    """How many measured claims (model rows apart) have each verdict on ``side`` (reference or here),
+    and the model rows' verdicts under ``model <verdict>``."""
+    verdicts = REFERENCE_VERDICTS if side == "reference" else HERE_VERDICTS
+    counts = {v: 0 for v in verdicts} | {f"model {v}": 0 for v in verdicts if v != "pending"}
+    for kind, verdict in zip(df["kind"], df[f"{side}_verdict"]):
+        counts[f"model {verdict}" if kind == "model" and verdict != "pending" else verdict] += 1
+    return counts
 
 
 def main(argv: list[str] | None = None) -> int:
+    from repro import report  # it reads this module's table: imported here, not at the top
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ledger", type=Path, default=Path("config/claims"),
                     help="the claims files' folder (config/claims/<paper>.yaml), or one claims file")
@@ -267,17 +382,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", type=Path, default=None,
                     help="config folder holding experiment/ (default: the repository's); a claim whose "
                          "experiment has no file there is pending")
-    ap.add_argument("--figures", type=Path, nargs="*", default=None, help="figure PNGs to embed")
+    ap.add_argument("--figures", type=Path, nargs="*", default=None,
+                    help="figure PNGs to show as thumbnails (default: results/figures/*/*.png, and the "
+                         "reference's for experiments with none here)")
+    ap.add_argument("--junit", type=Path, default=None,
+                    help="the test suite's JUnit XML (default: <results>/tests/junit.xml, written by make test)")
+    ap.add_argument("--screenshot", type=Path, default=None,
+                    help="also write a PNG of the page as headless Chromium shows it (skipped, with the "
+                         "reason, where Chromium is not installed)")
     ap.add_argument("--out", type=Path, default=Path("results/claims"))
     args = ap.parse_args(argv)
     try:
         df = build(args.ledger, args.results, args.reference, args.config)
+        figures = args.figures if args.figures is not None else report.default_figures(args.results, args.reference)
+        page = report.write(df, args.out, figures, results=args.results, reference_root=args.reference,
+                            junit=args.junit if args.junit is not None else args.results / "tests" / "junit.xml",
+                            config_root=args.config)
     except (LedgerError, layout.LayoutError, records.RecordError) as exc:
         print(f"repro.claims: error: {exc}", file=sys.stderr)
         return 2
-    figures = args.figures if args.figures is not None else sorted((args.results / "figures").glob("*/*.png"))
-    write(df, args.out, figures)
-    print(df.verdict.value_counts().to_string())
+    for side in ("reference", "here"):
+        print(f"{side}: " + ", ".join(f"{n} {v}" for v, n in tally(df, side).items() if n))
+    print(f"{page}: {page.stat().st_size / 1e6:.2f} MB")
+    if args.screenshot is not None:
+        print(browser.screenshot_or_reason(page, args.screenshot))
     return 0
 
 

@@ -2,7 +2,8 @@
 
 The one MLflow writer: logs every run record under results/ into MLflow. Experiment jobs never
 touch the MLflow store (parallel jobs and SQLite do not mix); this step runs once, after them.
-Each record maps to one MLflow run tagged with its record id, so re-ingesting adds nothing.
+Each record maps to one MLflow run tagged with its record id, so re-ingesting adds nothing; the
+summary (``--out``) maps every record id to its run, for the claims report's links.
 The default store is embedded SQLite (MLflow 3 refuses plain file stores); pass a server URI
 (`http://host:5000`) to share runs with a team.
 """
@@ -40,7 +41,7 @@ def ingest(results: Path, uri: str, artifact_root: Path | None = None) -> dict:
 
     mlflow.set_tracking_uri(uri)
     client = MlflowClient(tracking_uri=uri)
-    summary = {"uri": uri, "logged": [], "already": []}
+    summary = {"uri": uri, "logged": [], "already": [], "runs": {}}
     for rec_path in records.find(results):
         rec = records.read(rec_path)
         name = f"repro/{rec['paper']}"
@@ -55,6 +56,7 @@ def ingest(results: Path, uri: str, artifact_root: Path | None = None) -> dict:
         found = client.search_runs([exp_id], filter_string=f"tags.`{TAG}` = '{rec['record_id']}'", max_results=1)
         if found:
             summary["already"].append(rec["record_id"])
+            summary["runs"][rec["record_id"]] = {"run_id": found[0].info.run_id, "experiment_id": exp_id}
             continue
         tags = {TAG: rec["record_id"], "repro.status": rec["status"], "repro.scale": rec["scale"],
                 "repro.experiment": rec["experiment"], "mlflow.runName": rec["experiment"],
@@ -85,6 +87,7 @@ def ingest(results: Path, uri: str, artifact_root: Path | None = None) -> dict:
         client.log_artifacts(rid, str(rec_dir), artifact_path="run")
         client.set_terminated(rid, status="FINISHED" if rec["status"] == "ok" else "KILLED")
         summary["logged"].append(rec["record_id"])
+        summary["runs"][rec["record_id"]] = {"run_id": rid, "experiment_id": exp_id}
     return summary
 
 

@@ -146,6 +146,8 @@ def test_eb_sweep_collects_the_points(sweep_inputs, tmp_path):
     assert result.tags["best_point"] == "adaptive_eb_grad_error_fraction1"
     assert m["best_mem_reduction_within_acc_fixed_eb"] == pytest.approx(300 / 45)  # 0.1: loss 0.1; 0.2: 0.9
     assert m["max_mem_reduction"] == pytest.approx(25.0)
+    # at >= 13.5x: adaptive 1.0 (15x, 0.4 lost), adaptive 3.0, fixed 0.5 and 1.0 (3.4, 4.4, 13.4 lost)
+    assert m["top1_loss_at_target_reduction"] == pytest.approx(0.4) and m["n_points_at_target_reduction"] == 4
     assert m["actnn_mem_reduction"] == pytest.approx(300 / 21) and m["actnn_top1_loss"] == pytest.approx(9.1)
     run = tmp_path / "out"
     run.mkdir(exist_ok=True)
@@ -172,6 +174,13 @@ def test_eb_sweep_without_a_point_within_accuracy(sweep_inputs, tmp_path):
     assert math.isnan(m["best_mem_reduction_within_acc"]) and m["target_reached"] == 0
     assert result.tags["best_point"] == "none" and "actnn_mem_reduction" not in m
     assert math.isnan(m["best_mem_reduction_within_acc_fixed_eb"])
+
+
+def test_eb_sweep_says_when_no_point_reaches_the_target_reduction(sweep_inputs, tmp_path):
+    result = eb_sweep(EbSweepParams(target_reduction=30.0), Context(out_dir=tmp_path / "out", inputs=sweep_inputs))
+    m = result.metrics
+    assert math.isnan(m["top1_loss_at_target_reduction"]) and m["n_points_at_target_reduction"] == 0
+    assert "NaN: no point reaches it" in result.tags["top1_loss_at_target_reduction"]
 
 
 def test_eb_sweep_refuses_a_stale_point(sweep_inputs, tmp_path):

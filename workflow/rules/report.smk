@@ -1,4 +1,4 @@
-# Figures, the claims report and the one MLflow writer.
+# Figures, the claims report and the one MLflow writer (whose run ids the report links).
 FIGURES = [e for e in EXPERIMENTS if layout.experiment_file(e).get("figure")]
 
 
@@ -21,15 +21,19 @@ rule figure:
         "python -m repro.figures $(dirname {input.record}) {output.png} --reference {params.reference} > {log} 2>&1"
 
 
+# The report also reads results/tests/junit.xml where `make test` wrote one, and writes a screenshot
+# (results/claims/report.png) where Chromium is installed: neither is a file the DAG makes.
 rule claims:
     input:
         ledger=[provenance.repo_path(p) for p in layout.claims_files()],
         records=[record(e) for e in EXPERIMENTS],
         figures=[layout.figure_path(e) for e in FIGURES],
+        mlflow="results/mlflow/ingested.json",
     output:
         csv="results/claims/claims.csv",
         report="results/claims/report.html",
         md="results/claims/report.md",
+        chart="results/claims/claims_chart.png",
     log:
         "results/logs/claims.log",
     params:
@@ -38,7 +42,7 @@ rule claims:
         CPU_IMAGE
     shell:
         "python -m repro.claims --ledger config/claims --results results --reference {params.reference} "
-        "--figures {input.figures} --out results/claims > {log} 2>&1"
+        "--figures {input.figures} --out results/claims --screenshot results/claims/report.png > {log} 2>&1"
 
 
 rule mlflow:

@@ -1,8 +1,9 @@
 """The error-bound sweep, collected (CPU, seconds): every point's final top-1, top-1 loss and memory
 reduction against the uncompressed arm, with comet_compare's definitions (:func:`mem_reduction`,
-:func:`top1_loss`), and the largest reduction among the points within ``max_top1_loss``: whether
-comet.mem's target (``target_reduction`` at that loss) is reachable by larger bounds. Which runs
-make up the sweep: :mod:`repro.comet.sweep`.
+:func:`top1_loss`), the largest reduction among the points within ``max_top1_loss`` (whether
+comet.mem's target, ``target_reduction`` at that loss, is reachable by larger bounds) and the least
+top-1 loss among the points at ``target_reduction`` or more (comet.acc judged at comet.mem's
+reduction). Which runs make up the sweep: :mod:`repro.comet.sweep`.
 
 Inputs: ``uncompressed`` (the reference of every ratio), every point's record (under the point's
 name, as :mod:`repro.sweep` passes them) and, optional, ``actnn2bit`` (ActNN 2-bit, shown beside
@@ -71,10 +72,13 @@ def eb_sweep(p: EbSweepParams, ctx: Context) -> Result:
                          record=str(Path(rec["_dir"]) / records.RECORD_NAME)))
     table = pd.DataFrame(rows)
     best = best_within(table, p.max_top1_loss)
+    at_target = table[table.mem_reduction >= p.target_reduction]
     # the answer first (the run's log line shows the first few)
     metrics = dict(best_mem_reduction_within_acc=math.nan if best is None else best["mem_reduction"],
                    target_reached=int(best is not None and best["mem_reduction"] >= p.target_reduction),
                    top1_loss_at_best=math.nan if best is None else best["top1_loss"],
+                   top1_loss_at_target_reduction=at_target.top1_loss.min() if len(at_target) else math.nan,
+                   n_points_at_target_reduction=len(at_target),
                    max_mem_reduction=table.mem_reduction.max(), uncompressed_top1=base["final_top1"])
     for arm, runs in table.groupby("arm", sort=False):
         arm_best = best_within(runs, p.max_top1_loss)
@@ -91,6 +95,8 @@ def eb_sweep(p: EbSweepParams, ctx: Context) -> Result:
     tags = dict(best_point="none" if best is None else best["point"], swept=swept,
                 best_mem_reduction_within_acc=f"largest mem_reduction among the points with top1_loss <= "
                                               f"{p.max_top1_loss} (NaN: none); target {p.target_reduction}x",
+                top1_loss_at_target_reduction=f"least top1_loss among the points with mem_reduction >= "
+                                              f"{p.target_reduction}x (NaN: no point reaches it)",
                 mem_reduction="activation memory of the uncompressed arm / the point's (probe step; as comet_compare)",
                 top1_loss="final top-1 of the uncompressed arm - the point's, points (as comet_compare)",
                 eb_median="adaptive arm: median over layers of the error bounds in use at the end (NaN: fixed eb)")

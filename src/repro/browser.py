@@ -1,0 +1,60 @@
+"""Headless Chromium on a local page: its DOM after rendering, and a screenshot, as a reader's browser
+shows them (Debian's `chromium`, `apt-get install -y chromium`). Each call starts a fresh browser
+with an empty profile and no background networking (the machines have no network to reach).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--hide-scrollbars")
+NAMES = ("chromium", "chromium-browser", "google-chrome")
+
+
+class BrowserError(RuntimeError):
+    pass
+
+
+def chromium() -> str | None:
+    """The Chromium executable on PATH, or None."""
+    return next((path for name in NAMES if (path := shutil.which(name))), None)
+
+
+def _run(page: Path, *args: str, timeout: float) -> subprocess.CompletedProcess:
+    exe = chromium()
+    if exe is None:
+        raise BrowserError("chromium is not installed (apt-get install -y chromium)")
+    with tempfile.TemporaryDirectory(prefix="repro-chromium-") as profile:
+        proc = subprocess.run([exe, *FLAGS, f"--user-data-dir={profile}", *args, Path(page).resolve().as_uri()],
+                              capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise BrowserError(f"chromium exited {proc.returncode}: {proc.stderr[-2000:]}")
+    return proc
+
+
+def dump_dom(page: Path, timeout: float = 120) -> str:
+    """The page's DOM as Chromium serialises it after loading."""
+    return _run(page, "--dump-dom", timeout=timeout).stdout
+
+
+def screenshot(page: Path, out: Path, width: int = 1400, height: int = 1800, timeout: float = 120) -> Path:
+    """A PNG of the top ``width`` x ``height`` pixels of the page."""
+    out = Path(out).resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _run(page, f"--screenshot={out}", f"--window-size={width},{height}", timeout=timeout)
+    if not out.is_file():
+        raise BrowserError(f"chromium wrote no screenshot to {out}")
+    return out
+
+
+def screenshot_or_reason(page: Path, out: Path) -> str:
+    """screenshot, or why there is none (no Chromium, or it failed): one line for a log."""
+    try:
+        return f"screenshot: {screenshot(page, out)}"
+    except (BrowserError, subprocess.TimeoutExpired) as exc:
+        return f"no screenshot: {exc}"

@@ -1,0 +1,199 @@
+"""The claims report: both verdicts side by side, the per-paper summary and the picture, notes with
+their details, thumbnails, links to records and provenance, and the artifact committee's section."""
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from repro import artifact, claims, claims_chart, report, report_content
+
+from conftest import REPO
+from report_fixture import Elements, make
+
+
+@pytest.fixture
+def built(tmp_path):
+    f = make(tmp_path)
+    df = claims.build(f["ledger"], f["results"], f["reference"], f["config"])
+    return f, df.set_index("claim_id", drop=False)
+
+
+def test_each_claim_is_judged_on_the_reference_machine_and_here(built):
+    f, df = built
+    both = df.loc["h.both"]
+    assert (both.reference_verdict, both.here_verdict) == ("not-reproduced", "reproduced")
+    assert (both.reference_measured, both.here_measured) == ("1.4", "2")
+    assert (both.reference_date, both.reference_commit, both.reference_hardware) == ("2026-11-30", "c0ffee1", "NVIDIA H200")
+    assert both.verdict == "reproduced" and both.source == "this-run"  # the earlier columns: here at paper scale
+    assert both.here_mlflow_run == "abc123"
+    assert any("shared their GPU" in d for d in both.reference_details)  # timing claim, 3 neighbours
+    assert not any("shared" in d for d in both.here_details)
+    assert any(d.startswith("also min = 1.1 (>= 1: holds)") for d in both.reference_details)
+    ref = df.loc["h.ref"]
+    assert (ref.reference_verdict, ref.here_verdict, ref.verdict) == ("reproduced", "not-run-here", "not-run-here")
+    assert "needs 1 CUDA GPU" in ref.here_why and ref.measured == "1.7" and ref.source == "reference"
+    smoke = df.loc["h.smoke"]
+    assert (smoke.reference_verdict, smoke.here_verdict, smoke.here_measured) == ("no-reference", "smoke", "0.01")
+    assert "not judged" in smoke.here_why and smoke.here_scale == "smoke"
+    model = df.loc["h.model"]
+    assert (model.kind, model.verdict, model.reference_verdict) == ("model", "model", "not-reproduced")
+    nan = df.loc["h.nan"]
+    assert nan.reference_verdict == "not-reproduced" and nan.reference_measured == ""
+    assert any("NaN: no point reaches it" in d for d in nan.reference_details)
+    mixed = df.loc["h.mixed"]  # a GPU metric's reference run beside a CPU step run here at paper scale
+    assert (mixed.reference_verdict, mixed.here_verdict) == ("reproduced", "not-run-here")
+    assert "k/cpu: a CPU step, from this machine's paper-scale run" in mixed.reference_details
+    pending = df.loc["h.pending"]
+    assert (pending.reference_verdict, pending.here_verdict, pending.verdict) == ("pending",) * 3
+
+
+def test_the_counts_of_both_sides(built):
+    _, df = built
+    ref, here = claims.tally(df, "reference"), claims.tally(df, "here")
+    assert ref == {"reproduced": 3, "not-reproduced": 2, "no-reference": 1, "pending": 1, "model reproduced": 0,
+                   "model not-reproduced": 1, "model no-reference": 0}
+    assert (here["reproduced"], here["smoke"], here["not-run-here"], here["pending"]) == (1, 1, 4, 1)
+    assert here["model not-run-here"] == 1
+    assert report_content.by_reference_machine(df) == [("NVIDIA H200", 3, 3)]  # model rows too
+
+
+@pytest.mark.parametrize("value, target, direction, unit, expected", [
+    (2.0, 1.0, ">=", "x", 1.0),           # twice the target: one doubling right
+    (0.5, 1.0, ">=", "x", -1.0),
+    (0.5, 1.0, "<=", "s", 1.0),           # a time half the bound holds: right
+    (4.0, 1.0, "<", "s", -2.0),
+    (88.5, 91.5, ">=", "% top-1", -3.0),  # accuracy: a difference in points
+    (-3.75, 0.0, ">", "x", -3.75),        # a target at 0: a difference
+    (0.11, 0.5, "<=", "top-1 points lost", 0.39),
+    (float("nan"), 0.5, "<=", "points", None),
+    (None, 1.0, ">=", "x", None),
+])
+def test_every_claim_sits_on_one_axis_right_when_it_holds(value, target, direction, unit, expected):
+    x = claims_chart.position(value, target, direction, claims_chart.is_difference(unit, target))
+    assert x == expected if expected is None else x == pytest.approx(expected)
+
+
+def test_the_picture_places_each_side_and_the_papers_value_in_its_unit(built):
+    _, df = built
+    pos = claims_chart.placed(df).set_index("claim_id")
+    assert pos.loc["h.both", "reference"] == pytest.approx(math.log2(1.4 / 1.5))
+    assert pos.loc["h.both", "here"] == pytest.approx(math.log2(2.0 / 1.5))
+    assert pos.loc["h.both", "paper"] == pytest.approx(math.log2(2.0 / 1.5))
+    assert math.isnan(pos.loc["h.ref", "here"])  # not run here: nothing drawn for here
+    assert math.isnan(pos.loc["h.smoke", "here"])  # a smoke value is not placed against a paper target
+    assert math.isnan(pos.loc["h.time", "paper"])  # the paper's value is in another unit (paper_unit)
+    assert pos.loc["h.time", "reference"] == pytest.approx(1.0)  # 1 s against <= 2 s
+    png = claims_chart.png(df)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) < 200_000
+
+
+def test_a_note_shows_two_sentences_and_keeps_the_rest():
+    head, rest = report_content.split_note("What is measured. Why it misses (1.2x, e.g. here). Third. Fourth?")
+    assert head == "What is measured. Why it misses (1.2x, e.g. here)." and rest == "Third. Fourth?"
+    assert report_content.split_note("") == ("", "")
+
+
+def _page(f, df, tmp_path):
+    out = tmp_path / "out"
+    figures = report.default_figures(f["results"], f["reference"])
+    page = report.write(df.reset_index(drop=True), out, figures, results=f["results"], reference_root=f["reference"],
+                        junit=f["results"] / "tests" / "junit.xml", config_root=f["config"])
+    return out, page, Elements(page.read_text())
+
+
+def test_the_page_links_values_to_records_and_provenance(built, tmp_path):
+    f, df = built
+    out, page, dom = _page(f, df, tmp_path)
+    rows = {a["data-claim"]: a for _, a, _ in dom.find("tr", class_="claim")}
+    assert list(rows) == list(df.claim_id)
+    assert {k: (a["data-reference"], a["data-here"]) for k, a in rows.items()}["h.both"] == ("not-reproduced", "reproduced")
+    pills = [(a["data-side"], a["data-verdict"]) for _, a, _ in dom.find("span") if "data-verdict" in a]
+    assert len([p for p in pills if p[0] == "reference"]) == len(df) == len([p for p in pills if p[0] == "here"])
+    hrefs = [a["href"] for _, a, _ in dom.find("a")]
+    for h in (h for h in hrefs if h.endswith("record.json")):
+        assert (out / h).resolve().is_file(), h
+    anchors = {a["id"] for _, a, _ in dom.elements if "id" in a}
+    for h in (h for h in hrefs if h.startswith("#")):
+        assert h[1:] in anchors, h
+    fast = f["here"]["fast"]["record_id"]
+    assert f"#rec-{fast}" in hrefs and f"rec-{fast}" in anchors
+    assert "http://127.0.0.1:5000/#/experiments/7/runs/abc123" in hrefs
+    text = dom.text
+    assert "driver 580.159.04" in text and "GPU shared with up to 3 other processes" in text
+    assert "What is measured. Why it misses." in text and "A third sentence, behind the disclosure." in text
+
+
+def test_the_page_is_self_contained_with_thumbnails_linking_to_full_figures(built, tmp_path):
+    f, df = built
+    out, page, dom = _page(f, df, tmp_path)
+    sources = [a["src"] for _, a, _ in dom.find("img")]
+    assert sources and all(s.startswith("data:image/png;base64,") for s in sources)
+    assert not re.search(r"""(src|href)=["']https?://(?!127\.0\.0\.1)""", page.read_text())  # nothing fetched
+    figures = dom.find("figure")
+    assert {a["id"] for _, a, _ in figures} == {"fig-k-fast", "fig-k-skipped"}
+    full = [a["href"] for _, a, _ in dom.find("a") if a.get("href", "").endswith((".png", ".pdf"))]
+    assert {Path(h).name for h in full} == {"fast.png", "fast.pdf", "skipped.png", "skipped.pdf"}
+    assert all((out / h).resolve().is_file() for h in full)
+    assert "reference run" in dom.text and "this run, paper scale" in dom.text
+    assert (out / "claims_chart.png").is_file() and page.stat().st_size < 1_500_000
+
+
+def test_the_artifact_section_maps_badges_to_this_runs_evidence(built, tmp_path):
+    f, df = built
+    out, page, dom = _page(f, df, tmp_path)
+    text = dom.text
+    for badge in artifact.BADGES:
+        assert badge in text
+    assert "3 passed" not in text and "2 passed, 1 failed, 1 skipped of 4 tests" in text
+    assert "tests.comet.test_codec::test_c" in text and "needs a CUDA GPU" in text
+    assert "make test" in text and "python -m repro.run experiment=" in text
+    md = (out / "report.md").read_text()
+    for cid in df.claim_id:
+        assert cid in md
+    for needle in ("not reproduced", "not run here", "smoke run (not judged)", "Results Reproduced",
+                   "2 passed, 1 failed", "fast.pdf", "claims_chart.png", "driver 580.159.04"):
+        assert needle in md, needle
+
+
+def test_experiment_runs_count_a_sweeps_points_in_its_row(built):
+    f, _ = built
+    runs = artifact.reference_runs(f["reference"], f["config"])
+    sweep = runs["k/sweep"]
+    assert sweep["duration_s"] == 12.5 and sweep["points"] == {"n": 1, "duration_s": 100.0,
+                                                               "disk_bytes": sweep["points"]["disk_bytes"]}
+    own = (Path(sweep["path"])).stat().st_size
+    assert sweep["disk_bytes"] == own and sweep["points"]["disk_bytes"] > 0  # the point's folder is not its own
+    assert set(artifact.experiment_runs(f["results"], f["config"])) == {"k/fast", "k/skipped", "k/smoke", "k/cpu"}
+
+
+def test_junit_counts_by_test_folder(built):
+    f, _ = built
+    suite = artifact.junit(f["results"] / "tests" / "junit.xml")
+    assert (suite.tests, suite.passed, suite.failed, suite.skipped) == (4, 2, 1, 1)
+    assert suite.by_folder["tsm2x"] == {"passed": 1, "skipped": 1} and suite.when == "2026-12-02 18:00:00"
+    assert artifact.junit(f["results"] / "none.xml") is None
+
+
+def test_the_real_ledger_renders_with_the_committed_references(tmp_path):
+    """Every claim of config/claims on an empty results folder against results/reference: each one
+    with a committed run has its value, and the conditions PAPERS.md asks for are there."""
+    ref = REPO / "results" / "reference"
+    if not (ref / "nvidia-h200").is_dir():
+        pytest.skip("no committed reference runs")
+    (tmp_path / "empty").mkdir()
+    df = claims.build(REPO / "config" / "claims", tmp_path / "empty", ref).set_index("claim_id", drop=False)
+    assert set(df.here_verdict) <= {"not-run-here", "pending"}
+    judged = df[df.reference_verdict.isin(["reproduced", "not-reproduced"])]
+    assert len(judged) >= 20 and all(judged.reference_record.str.endswith("record.json"))
+    acc = df.loc["comet.acc"]  # judged at comet.mem's 13.5x: no sweep point reaches it
+    assert acc.reference_verdict == "not-reproduced" and any("no point reaches" in d for d in acc.reference_details)
+    assert any(d.startswith("also max_mem_reduction") for d in acc.reference_details)
+    assert any(d.startswith("also min_speedup_fp64") for d in df.loc["tsm2.r_speedup"].reference_details)
+    assert any(d.startswith("also e2e_vs_prunetrain") for d in df.loc["ct.vs_during"].reference_details)
+    comp = df.loc["comet.compressor"]
+    assert [d.split(" =")[0] for d in comp.reference_details[:2]] == ["also decompress_gbps", "also max_err_over_eb"]
+    page = report.write(df.reset_index(drop=True), tmp_path / "out", report.default_figures(tmp_path / "empty", ref),
+                        results=tmp_path / "empty", reference_root=ref)
+    assert page.stat().st_size < 1_500_000
