@@ -105,7 +105,8 @@ def test_reducing_variants_store_partial_blocks_with_scalar_stores():
 def test_candidates_pad_n_and_k_to_instantiated_sizes():
     r = tsm2.candidates("r", "f32", k=1000, n=3)
     assert r and all(v.n == 4 and v.dtype == "f32" and v.kind == "r" for v in r)
-    assert {v.split for v in r} == {1, 2, 4, 8} and {v.kwarps for v in r if v.stages} == {1, 2, 4}
+    assert {v.split for v in r if not v.stages} == {1, 2, 4, 8}
+    assert {(v.split, v.kwarps) for v in r if v.stages} == {(s, w) for s in range(1, 9) for w in (1, 2, 4)}
     assert not any(v.stages for v in tsm2.candidates("r", "f64", k=1000, n=3))
     lv = tsm2.candidates("l", "f64", k=7, n=1)
     assert lv and all(v.k == 8 and v.n == 2 for v in lv)
@@ -374,6 +375,10 @@ def test_summarize_r_metrics():
     assert m["mean_bw_gain_vs_cublas"] == pytest.approx((df.gbps_dispatch / df.gbps_cublas).mean() - 1)
     large = df[df.bytes >= 256 * 2**20]
     assert m["min_bw_frac_large"] == pytest.approx(large.bw_frac_dispatch.min()) and m["n_large"] == len(large)
+    assert "min_mix_frac_large" not in m
+    mixed = df.assign(mix_frac_dispatch=np.linspace(0.5, 1.0, len(df)))
+    assert bench.summarize(mixed, "r")["min_mix_frac_large"] == pytest.approx(
+        mixed[mixed.bytes >= 256 * 2**20].mix_frac_dispatch.min())
 
 
 def test_summarize_l_metrics_and_no_large_points():

@@ -116,9 +116,11 @@ def _tsm2r_variants() -> list[Variant]:
     shapes = {"f32": [(64, 4), (128, 4), (128, 2)], "f64": [(64, 2), (128, 2), (128, 1)]}
     registers = [Variant("r", dt, n, t, v, split=s)
                  for dt, tv in shapes.items() for n in SIZES for t, v in tv for s in (1, 2, 4, 8)]
-    # fp32 only: cuBLAS's fp64 GEMM already runs the large shapes at the copy ceiling (gpu-notes v1)
+    # fp32 only: cuBLAS's fp64 GEMM already runs the large shapes at the copy ceiling (gpu-notes v1).
+    # Every portable cluster size: with S * KW parts per slab of 128 rows the grid has
+    # m / 128 * S * KW / 4 blocks, and the choice of S lets it fill whole waves of 4 per SM.
     pipelined = [Variant("r", "f32", n, 128, 4, split=s, kwarps=w, ktile=8, stages=3)
-                 for n in SIZES for s in (1, 2, 4, 8) for w in (1, 2, 4)]
+                 for n in SIZES for s in range(1, 9) for w in (1, 2, 4)]
     return registers + pipelined
 
 
