@@ -38,8 +38,17 @@ def test_tsm2r_variants_match_cu_instantiations():
         tn, ctype, n, tpb, v, s = [a.strip() for a in args.split(",")]
         assert ctype == {"f32": "float", "f64": "double"}[tn]
         names.append(f"tsm2r_{tn}_n{n}_t{tpb}_v{v}_s{s}")
-    assert len(names) == len(set(names)) == len(tsm2.TSM2R_VARIANTS) > 0
+    pipelined = {}
+    for args in _instantiated("tsm2r_pipelined", "TSM2R_PIPELINED_VARIANT"):
+        tn, ctype, n, v, s, kw, kt, stages, smem = [a.strip() for a in args.split(",")]
+        assert ctype == {"f32": "float", "f64": "double"}[tn]
+        pipelined[f"tsm2r_{tn}_n{n}_t128_v{v}_s{s}_w{kw}_p{kt}x{stages}"] = int(smem)
+    names += list(pipelined)
+    assert len(names) == len(set(names)) == len(tsm2.TSM2R_VARIANTS) > 0 and pipelined
     assert set(names) == {v.name for v in tsm2.TSM2R_VARIANTS}
+    # the launch passes the dynamic shared memory the .cu line states (a static_assert there checks the layout)
+    assert {name: tsm2.VARIANTS[name].shared_bytes for name in pipelined} == pipelined
+    assert all(tsm2.VARIANTS[v].stem == "tsm2r_pipelined" for v in pipelined)
 
 
 def test_tsm2l_variants_match_cu_instantiations():
@@ -65,10 +74,40 @@ def test_every_vector_width_has_a_load_overload():
     assert used <= have
 
 
+def test_pipelined_variants_fit_four_blocks_per_sm():
+    """The occupancy the design counts on (gpu-notes, TSM2X v3): 4 blocks of 128 threads per SM, so
+    16 warps with up to (stages - 1) x 4 KB of A in flight each; H200: 228 KB of shared memory per
+    SM, 1 KB of it reserved per block, 227 KB at most per block."""
+    pipelined = [v for v in tsm2.TSM2R_VARIANTS if v.stages]
+    assert {v.dtype for v in pipelined} == {"f32"} and {v.n for v in pipelined} == set(tsm2.SIZES)
+    for v in pipelined:
+        assert v.threads == 128 and 4 * (v.shared_bytes + 1024) <= 228 * 1024, v.name
+        assert v.ktile * 32 * v.vec * 4 == 4096  # one slot holds 4 KB of the warp's A
+        assert v.rows_per_block == 128 // v.kwarps * v.vec
+    v = tsm2.VARIANTS["tsm2r_f32_n16_t128_v4_s8_w4_p8x3"]
+    assert v.rows_per_block == 128 and v.grid(10240) == (80, 8, 1) and v.reduces
+    assert v.shared_bytes == 4 * 3 * 8 * (128 + 16) * 4 > tsm2.STATIC_SHARED_LIMIT
+    assert not tsm2.VARIANTS["tsm2r_f32_n16_t128_v4_s1_w1_p8x3"].reduces
+    assert tsm2.VARIANTS["tsm2r_f32_n16_t128_v4_s1_w2_p8x3"].grid(1000) == (4, 1, 1)
+
+
+def test_reducing_variants_store_partial_blocks_with_scalar_stores():
+    # the split-K workaround (tsm2.c_vector_stores) covers the pipelined kernel's reduction too
+    A, B = colmajor(1000, 370), FakeDeviceArray((370, 3), None, ptr=1 << 34)
+    prob = tsm2.plan("r", A, B, colmajor(1000, 3, ptr=1 << 36))
+    for name, vec_stores in (("tsm2r_f32_n4_t128_v4_s1_w1_p8x3", True), ("tsm2r_f32_n4_t128_v4_s1_w2_p8x3", False),
+                             ("tsm2r_f32_n4_t128_v4_s2_w1_p8x3", False), ("tsm2r_f32_n4_t128_v4_s1", True)):
+        assert tsm2.c_vector_stores(prob, tsm2.VARIANTS[name]) is vec_stores, name
+    full = tsm2.plan("r", colmajor(1024, 370), B, colmajor(1024, 3, ptr=1 << 36))
+    assert tsm2.c_vector_stores(full, tsm2.VARIANTS["tsm2r_f32_n4_t128_v4_s2_w4_p8x3"])
+
+
 def test_candidates_pad_n_and_k_to_instantiated_sizes():
     r = tsm2.candidates("r", "f32", k=1000, n=3)
     assert r and all(v.n == 4 and v.dtype == "f32" and v.kind == "r" for v in r)
-    assert {v.split for v in r} == {1, 2, 4, 8}
+    assert {v.split for v in r if not v.stages} == {1, 2, 4, 8}
+    assert {(v.split, v.kwarps) for v in r if v.stages} == {(s, w) for s in range(1, 9) for w in (1, 2, 4)}
+    assert not any(v.stages for v in tsm2.candidates("r", "f64", k=1000, n=3))
     lv = tsm2.candidates("l", "f64", k=7, n=1)
     assert lv and all(v.k == 8 and v.n == 2 for v in lv)
     assert tsm2.candidates("l", "f64", k=16, n=16) and all(v.groups == 1 for v in tsm2.candidates("l", "f64", 16, 16))
@@ -336,6 +375,10 @@ def test_summarize_r_metrics():
     assert m["mean_bw_gain_vs_cublas"] == pytest.approx((df.gbps_dispatch / df.gbps_cublas).mean() - 1)
     large = df[df.bytes >= 256 * 2**20]
     assert m["min_bw_frac_large"] == pytest.approx(large.bw_frac_dispatch.min()) and m["n_large"] == len(large)
+    assert "min_mix_frac_large" not in m
+    mixed = df.assign(mix_frac_dispatch=np.linspace(0.5, 1.0, len(df)))
+    assert bench.summarize(mixed, "r")["min_mix_frac_large"] == pytest.approx(
+        mixed[mixed.bytes >= 256 * 2**20].mix_frac_dispatch.min())
 
 
 def test_summarize_l_metrics_and_no_large_points():

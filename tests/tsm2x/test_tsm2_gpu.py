@@ -33,7 +33,7 @@ def kernels_dir(tmp_path_factory) -> Path:
     if os.environ.get("REPRO_KERNELS_DIR"):
         return Path(os.environ["REPRO_KERNELS_DIR"])
     out = tmp_path_factory.mktemp("kernels")
-    manifest = build(out, srcs=[KERNELS / "tsm2r.cu", KERNELS / "tsm2l.cu"])
+    manifest = build(out, srcs=[KERNELS / "tsm2r.cu", KERNELS / "tsm2r_pipelined.cu", KERNELS / "tsm2l.cu"])
     if manifest["status"] != "built":
         pytest.fail(f"cannot compile the kernels here ({manifest['reason']}); set REPRO_KERNELS_DIR")
     return out
@@ -109,7 +109,7 @@ def test_tsm2r_split_variants_on_aligned_partial_blocks(m, k, n, dtype, b_row_ma
     B = torch.randn(k, n, device="cuda", dtype=dtype) if b_row_major else colmajor(k, n, dtype, seed=n)
     dt = "f32" if dtype == torch.float32 else "f64"
     names = [v.name for v in tsm2.candidates("r", dt, k, n)]
-    assert len(names) == 12
+    assert len(names) == (36 if dt == "f32" else 12)  # fp32: the pipelined variants too
     for name in names:
         C = tsm2.tsm2r(A, B, variant=name, kernels_dir=kernels_dir)  # out=None
         torch.cuda.synchronize()
@@ -119,6 +119,68 @@ def test_tsm2r_split_variants_on_aligned_partial_blocks(m, k, n, dtype, b_row_ma
         assert tsm2.tsm2r(A, B, out=out, variant=name, kernels_dir=kernels_dir) is out
         torch.cuda.synchronize()
         assert_product(out, A, B)
+
+
+# ---- the pipelined TSM2R kernel (tsm2r_pipelined.cu) -----------------------------------------------
+
+PIPELINED = [v.name for v in tsm2.TSM2R_VARIANTS if v.stages]
+MAIN = ["tsm2r_f32_n16_t128_v4_s8_w4_p8x3", "tsm2r_f32_n16_t128_v4_s4_w2_p8x3", "tsm2r_f32_n16_t128_v4_s1_w1_p8x3"]
+
+
+@pytest.mark.parametrize("name", MAIN)
+@pytest.mark.parametrize("m,k,n,lda,b_row_major", [
+    (1037, 2049, 16, 1040, False),   # partial last block, padded lda (vector copies, last lane 1 row)
+    (3001, 333, 13, None, True),     # m % 4 != 0 with lda = m: scalar copies; row-major B; n < N
+    (10240, 1280, 16, None, False),  # a paper-grid shape: every block full
+    (777, 5, 16, None, False),       # k far below S x KW x 8: most warps' parts are empty
+])
+def test_pipelined_variant_on_odd_shapes(name, m, k, n, lda, b_row_major, kernels_dir):
+    A = colmajor(m, k, torch.float32, lda, seed=m + k)
+    B = torch.randn(k, n, device="cuda") if b_row_major else colmajor(k, n, torch.float32, seed=n)
+    C = poisoned(m, n, torch.float32)
+    tsm2.tsm2r(A, B, out=C, variant=name, kernels_dir=kernels_dir)
+    torch.cuda.synchronize()
+    assert_product(C, A, B)
+
+
+@pytest.mark.parametrize("name", MAIN)
+def test_pipelined_variant_with_unaligned_a_and_padded_c(name, kernels_dir):
+    big = colmajor(4097, 700, torch.float32, 4100)
+    A = big[1:]  # the pointer is 4 bytes past a 16-byte boundary: no vector copies
+    B = colmajor(700, 16, torch.float32, seed=3)
+    base = torch.full((16, 4104), math.nan, device="cuda")
+    C = base.T[:4096]  # ldc 4104 > m
+    tsm2.tsm2r(A, B, out=C, variant=name, kernels_dir=kernels_dir)
+    torch.cuda.synchronize()
+    assert_product(C, A, B)
+    assert torch.isnan(base[:, 4096:]).all()  # nothing written between the columns
+
+
+def test_pipelined_reduction_is_deterministic(kernels_dir):
+    A, B = colmajor(3001, 4097, torch.float32), colmajor(4097, 16, torch.float32)
+    for name in ("tsm2r_f32_n16_t128_v4_s8_w4_p8x3", "tsm2r_f32_n16_t128_v4_s1_w4_p8x3"):
+        first = tsm2.tsm2r(A, B, variant=name, kernels_dir=kernels_dir)
+        for _ in range(3):
+            assert torch.equal(first, tsm2.tsm2r(A, B, variant=name, kernels_dir=kernels_dir)), name
+
+
+def test_pipelined_kernel_matches_its_numpy_twin(kernels_dir):
+    """The GPU result against the twin's float64 walk of the same indexing, on the same float32 inputs."""
+    import numpy as np
+
+    from repro.tsm2x.pipelined_twin import run
+
+    name, m, k, n, lda = "tsm2r_f32_n8_t128_v4_s2_w2_p8x3", 1037, 203, 7, 1040
+    A, B = colmajor(m, k, torch.float32, lda, seed=5), colmajor(k, n, torch.float32, seed=6)
+    C = poisoned(m, n, torch.float32)
+    tsm2.tsm2r(A, B, out=C, variant=name, kernels_dir=kernels_dir)
+    a = np.full((k, lda), np.nan)
+    a[:, :m] = A.T.double().cpu().numpy()
+    twin = run(tsm2.VARIANTS[name], m, n, k, a.ravel(), lda, B.T.double().cpu().numpy().ravel(), 1, k,
+               np.full(m * n, np.nan), m)
+    ref = torch.from_numpy(twin.c.reshape(n, m).T).cuda()
+    scale = ref.abs().max().item()
+    assert (C.double() - ref).abs().max().item() / scale <= bench.tolerance("float32", k)
 
 
 def test_tuner_output_checker_agrees_with_cublas(kernels_dir):
@@ -245,6 +307,8 @@ def test_bench_tsm2_r_end_to_end(tmp_path, kernels_dir):
     assert (df[["t_ours_us", "t_torch_us", "t_cupy_us"]] > 0).all().all()
     assert {"geomean_speedup_fp32", "geomean_speedup_fp64", "min_speedup_fp32", "min_speedup_fp64",
             "mean_bw_gain_vs_cublas", "n_points", "n_fallback"} <= set(res.metrics)
+    assert 1000 < res.metrics["read_gbps"] < 10_000 and 1000 < res.metrics["write_gbps"] < 10_000
+    assert (df["mix_frac_ours"] > 0).all()
     assert res.artifacts["tuning"].exists()
     df.to_csv(tmp_path / "points.csv", index=False)
     assert len(figures.tsm2_r(tmp_path).axes) == 4

@@ -19,6 +19,10 @@ Columns of the `points` table (times in us, bandwidth in GB/s of compulsory traf
 - err_* = max |C - C_ref| / max |C_ref| against an fp64 torch reference on the GPU; ok says
   whether ours and both cuBLAS routes are within tol (16 u sqrt(k), u the unit roundoff).
 - launch_us: the empty-kernel launch floor from the ceilings run (small shapes sit near it).
+- t_mix_us = read bytes / read_gbps + written bytes / write_gbps, with the read-only (torch.sum)
+  and write-only (fill_) stream rates measured once per run on 1 GiB (metrics read_gbps,
+  write_gbps): the time of this shape's traffic mix at those rates; mix_frac_* = t_mix / t. The
+  copy ceiling is a 50/50 mix; TSM2R moves mostly reads, TSM2L's k = 2 shapes mostly writes.
 """
 
 from __future__ import annotations
@@ -87,6 +91,20 @@ def read_ceilings(path: Path | None) -> dict[str, float]:
             "launch_us": float(metrics.get("launch_us", math.nan))}
 
 
+def stream_rates(nbytes: int = 1 << 30) -> dict[str, float]:
+    """GB/s of a read-only stream (a sum over nbytes of fp32) and of a write-only one (a fill)."""
+    import torch
+
+    from repro.tsm2x.tuner import median_time
+
+    x = torch.empty(nbytes // 4, device="cuda")
+    x.fill_(1.0)
+    read = median_time([lambda: x.sum()], warmup=3, min_repeats=10, max_repeats=50, target_s=0.05)
+    write = median_time([lambda: x.fill_(0.0)], warmup=3, min_repeats=10, max_repeats=50, target_s=0.05)
+    del x
+    return {"read_gbps": nbytes / read / 1e9, "write_gbps": nbytes / write / 1e9}
+
+
 def measure_point(kind: str, dtype: str, m: int, k: int, n: int, p: BenchParams, tuner, kernels_dir: Path,
                   ceilings: dict[str, float], seed: int) -> dict:
     """Tune, time side by side and check one shape; returns one row of the points table."""
@@ -136,6 +154,7 @@ def measure_point(kind: str, dtype: str, m: int, k: int, n: int, p: BenchParams,
         return nbytes / (t_us * 1e-6) / 1e9
 
     copy = ceilings["copy_gbps"]
+    t_mix = ((m * k + k * n) * item / ceilings["read_gbps"] + m * n * item / ceilings["write_gbps"]) / 1e3  # us
     return dict(
         kind=f"tsm2{kind}", dtype=dtype, m=m, k=k, n=n, bytes=nbytes, copies=copies,
         chosen=choice.choice, fallback=choice.fallback, variant=choice.best_variant or "",
@@ -151,6 +170,7 @@ def measure_point(kind: str, dtype: str, m: int, k: int, n: int, p: BenchParams,
         err_ours=errs.get("ours", math.nan), err_torch=errs["cublas_torch"], err_cupy=errs["cublas_cupy"], tol=tol,
         ok=all(e <= tol for e in errs.values()) and "ours" in errs,
         launch_us=ceilings["launch_us"],
+        t_mix_us=t_mix, mix_frac_ours=t_mix / t_ours, mix_frac_dispatch=t_mix / t_dispatch,
     )
 
 
@@ -187,6 +207,10 @@ def summarize(df: pd.DataFrame, kind: str) -> dict[str, float]:
         metrics["min_bw_frac_large"] = float(large["bw_frac_dispatch"].min())
         metrics["min_bw_frac_large_kernel"] = float(large["bw_frac_ours"].min())
         metrics["n_large"] = len(large)
+    if "mix_frac_dispatch" in df:
+        mixed = df[df["bytes"] >= LARGE_BYTES]
+        if len(mixed):
+            metrics["min_mix_frac_large"] = float(mixed["mix_frac_dispatch"].min())
     return metrics
 
 
@@ -196,7 +220,7 @@ def run(kind: str, points: list[tuple[str, int, int, int]], p: BenchParams, ctx:
     from repro.tsm2x.tuner import Tuner, gpu_name
 
     kernels_dir = Path(ctx.inputs["kernels"]) if "kernels" in ctx.inputs else kernels.default_dir()
-    ceilings = read_ceilings(ctx.inputs.get("ceilings"))
+    ceilings = read_ceilings(ctx.inputs.get("ceilings")) | stream_rates()
     cache = Path(p.tuner_cache) if p.tuner_cache else ctx.out_dir / "tuning.json"
     tuner = Tuner(cache, gpu_name())
     prev_tf32 = torch.backends.cuda.matmul.allow_tf32
@@ -211,7 +235,8 @@ def run(kind: str, points: list[tuple[str, int, int, int]], p: BenchParams, ctx:
     for _, r in bad.iterrows():
         ctx.log.error("tsm2%s %s m=%d k=%d n=%d: error ours %.3g torch %.3g cupy %.3g > tol %.3g", kind, r.dtype,
                       r.m, r.k, r.n, r.err_ours, r.err_torch, r.err_cupy, r.tol)
-    return Result(metrics=summarize(df, kind), tables={"points": df}, artifacts={"tuning": cache},
+    metrics = summarize(df, kind) | {"read_gbps": ceilings["read_gbps"], "write_gbps": ceilings["write_gbps"]}
+    return Result(metrics=metrics, tables={"points": df}, artifacts={"tuning": cache},
                   tags={"gpu": gpu_name(), "timing": "CUDA events, median, calls queued behind a GPU spin",
                         "cupy_tf32": os.environ.get("CUPY_TF32", "0")})
 

@@ -21,10 +21,11 @@ on the current stream of that library (torch's current stream for torch tensors)
 come from the pipeline's kernel build (``snakemake build_kernels``): `kernels_dir` argument,
 else $REPRO_KERNELS_DIR, else results/build/kernels under the working directory.
 
-Kernel variants are named ``tsm2r_<dtype>_n<N>_t<threads>_v<vec>_s<split>`` and
-``tsm2l_<dtype>_k<K>_n<N>_t<threads>_v<vec>_g<groups>``; `TSM2R_VARIANTS` / `TSM2L_VARIANTS` list
-the instantiated ones (the same lists as the TSM2R_VARIANT / TSM2L_VARIANT lines of the .cu
-files). A problem with n (or k) below an instantiated size runs on the next larger one, masked.
+Kernel variants are named ``tsm2r_<dtype>_n<N>_t<threads>_v<vec>_s<split>`` (tsm2r.cu: A through
+registers), ``tsm2r_<dtype>_n<N>_t128_v<vec>_s<split>_w<kwarps>_p<ktile>x<stages>`` (tsm2r_pipelined.cu:
+A and B through a cp.async ring in shared memory) and ``tsm2l_<dtype>_k<K>_n<N>_t<threads>_v<vec>_g<groups>``;
+`TSM2R_VARIANTS` / `TSM2L_VARIANTS` list the instantiated ones (the same lists as the *_VARIANT lines of
+the .cu files). A problem with n (or k) below an instantiated size runs on the next larger one, masked.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ class Variant:
     """One kernel launch configuration: kind 'r' or 'l', dtype 'f32'/'f64', instantiated N (and K for
     TSM2L), threads per block, rows per thread per vector load (vec), k split across a cluster
     (TSM2R) or row groups per thread (TSM2L); for the grid-stride TSM2L kernel, ``persist`` blocks
-    per SM (one kernel serves every ``persist``)."""
+    per SM (one kernel serves every ``persist``). The pipelined TSM2R kernel (``stages`` > 0) also
+    splits k among ``kwarps`` warps of a block and copies ``ktile`` columns of A per ring slot."""
 
     kind: str
     dtype: str
@@ -59,11 +61,15 @@ class Variant:
     k: int = 0
     groups: int = 1
     persist: int = 0
+    kwarps: int = 1
+    ktile: int = 0
+    stages: int = 0
 
     @property
     def name(self) -> str:
         if self.kind == "r":
-            return f"tsm2r_{self.dtype}_n{self.n}_t{self.threads}_v{self.vec}_s{self.split}"
+            base = f"tsm2r_{self.dtype}_n{self.n}_t{self.threads}_v{self.vec}_s{self.split}"
+            return f"{base}_w{self.kwarps}_p{self.ktile}x{self.stages}" if self.stages else base
         tail = f"p{self.persist}" if self.persist else f"g{self.groups}"
         return f"tsm2l_{self.dtype}_k{self.k}_n{self.n}_t{self.threads}_v{self.vec}_{tail}"
 
@@ -75,8 +81,29 @@ class Variant:
         return self.name
 
     @property
+    def stem(self) -> str:
+        """The kernel source (and cubin) the function is in."""
+        return "tsm2r_pipelined" if self.stages else f"tsm2{self.kind}"
+
+    @property
     def rows_per_block(self) -> int:
-        return self.threads * self.vec * self.groups
+        return self.threads // self.kwarps * self.vec * self.groups
+
+    @property
+    def reduces(self) -> bool:
+        """Whether the kernel adds partial sums of a split k range before storing C."""
+        return self.kind == "r" and (self.split > 1 or self.kwarps > 1)
+
+    @property
+    def shared_bytes(self) -> int:
+        """Dynamic shared memory per block (pipelined TSM2R: the larger of the ring and the partials;
+        tsm2r_pipelined.cu's pipelined_smem_bytes, checked against its instantiation lines)."""
+        if not self.stages:
+            return 0
+        warps, rows = self.threads // 32, 32 * self.vec
+        ring = warps * self.stages * self.ktile * (rows + self.n) * ITEMSIZE[self.dtype]
+        red = warps * rows * self.n * ITEMSIZE[self.dtype] if self.reduces else 0
+        return max(ring, red)
 
     def grid(self, m: int, sms: int = DEFAULT_SMS) -> tuple[int, int, int]:
         blocks = math.ceil(m / self.rows_per_block)
@@ -87,8 +114,14 @@ class Variant:
 
 def _tsm2r_variants() -> list[Variant]:
     shapes = {"f32": [(64, 4), (128, 4), (128, 2)], "f64": [(64, 2), (128, 2), (128, 1)]}
-    return [Variant("r", dt, n, t, v, split=s)
-            for dt, tv in shapes.items() for n in SIZES for t, v in tv for s in (1, 2, 4, 8)]
+    registers = [Variant("r", dt, n, t, v, split=s)
+                 for dt, tv in shapes.items() for n in SIZES for t, v in tv for s in (1, 2, 4, 8)]
+    # fp32 only: cuBLAS's fp64 GEMM already runs the large shapes at the copy ceiling (gpu-notes v1).
+    # Every portable cluster size: with S * KW parts per slab of 128 rows the grid has
+    # m / 128 * S * KW / 4 blocks, and the choice of S lets it fill whole waves of 4 per SM.
+    pipelined = [Variant("r", "f32", n, 128, 4, split=s, kwarps=w, ktile=8, stages=3)
+                 for n in SIZES for s in range(1, 9) for w in (1, 2, 4)]
+    return registers + pipelined
 
 
 def _tsm2l_variants() -> list[Variant]:
@@ -141,7 +174,7 @@ def default_variant(kind: str, dtype: str, m: int, k: int, n: int, sms: int = DE
     partial (docs/gpu-notes.md, TSM2R v1), a fault not yet found.
     """
     cands = [v for v in candidates(kind, dtype, k, n)
-             if v.threads == 128 and v.groups == 1 and v.split == 1 and not v.persist]
+             if v.threads == 128 and v.groups == 1 and v.split == 1 and not v.persist and not v.stages]
     widest = max(v.vec for v in cands)
     return next(v for v in cands if v.vec == widest)
 
@@ -304,11 +337,18 @@ def check_variant(prob: Problem, variant: str | Variant) -> Variant:
 # ---- kernels and launches (GPU) ---------------------------------------------------------------
 
 
+STATIC_SHARED_LIMIT = 48 * 1024  # bytes of shared memory a block gets without opting in
+
+
 def kernel_function(variant: Variant, kernels_dir: Path | None = None):
-    """The CuPy kernel of a variant, from tsm2<kind>.cubin on the current device."""
+    """The CuPy kernel of a variant, from its cubin on the current device, allowed the dynamic shared
+    memory the variant launches with."""
     import cupy
 
-    return kernels.function(f"tsm2{variant.kind}", variant.kernel, cupy.cuda.runtime.getDevice(), kernels_dir)
+    fn = kernels.function(variant.stem, variant.kernel, cupy.cuda.runtime.getDevice(), kernels_dir)
+    if variant.shared_bytes > STATIC_SHARED_LIMIT and fn.max_dynamic_shared_size_bytes < variant.shared_bytes:
+        fn.max_dynamic_shared_size_bytes = variant.shared_bytes
+    return fn
 
 
 def empty_like_colmajor(A: Any, m: int, n: int):
@@ -330,10 +370,11 @@ def c_vector_stores(prob: "Problem", variant: Variant) -> bool:
     Workaround (docs/gpu-notes.md, TSM2R v1): on the H200 the split-K epilogue wrote wrong values
     when C was stored with vector instructions and the last row block was partial; scalar stores
     were right in every case measured (a NumPy emulation of the kernel finds no indexing fault,
-    so the cause is still open). C is m x n, small next to A, so scalar stores cost little.
+    so the cause is still open). The pipelined kernel's epilogue adds its partials the same way and
+    gets the same treatment. C is m x n, small next to A, so scalar stores cost little.
     """
-    partial_block = prob.m % (variant.threads * variant.vec) != 0
-    if variant.kind == "r" and variant.split > 1 and partial_block:
+    partial_block = prob.m % variant.rows_per_block != 0
+    if variant.reduces and partial_block:
         return False
     return prob.vec_ok(prob.c, prob.ldc, variant.vec)
 
@@ -366,10 +407,11 @@ def prepare(kind: str, A: Any, B: Any, out: Any = None, variant: str | Variant |
             np.uint64(c.ptr), np.int64(prob.ldc),
             np.int32(prob.vec_ok(a, prob.lda, variant.vec)), np.int32(c_vector_stores(prob, variant)))
     grid, block = variant.grid(prob.m, kernels.sm_count(device)), (variant.threads, 1, 1)
+    shared = variant.shared_bytes
 
     def launch() -> None:
         with cupy.cuda.Device(device), kernels.launch_stream(a.lib == "torch", device):
-            fn(grid, block, args)
+            fn(grid, block, args, shared_mem=shared)
 
     return launch, out, variant
 
