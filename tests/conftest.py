@@ -11,6 +11,20 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))  # fake experiments for runner tests
 
 
+@pytest.fixture(autouse=True)
+def _keep_cuda_visible_devices():
+    """repro.gpu_slots.claim_gpus sets CUDA_VISIBLE_DEVICES in os.environ, as a job must; a test that
+    calls it must not hand the claim to later tests (the smoke DAG inherits os.environ)."""
+    import os
+
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    yield
+    if before is None:
+        os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+    else:
+        os.environ["CUDA_VISIBLE_DEVICES"] = before
+
+
 def pytest_collection_modifyitems(config, items):
     try:
         import torch

@@ -9,6 +9,8 @@ import time
 
 from repro import gpu_slots
 
+AT_START = os.environ.get("CUDA_VISIBLE_DEVICES")
+
 
 def test_second_job_gets_the_next_gpu_and_waits_when_all_are_taken(tmp_path, monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
@@ -60,10 +62,36 @@ def test_a_two_gpu_job_takes_two_free_ones_or_waits(tmp_path, monkeypatch):
 
 
 def test_visible_gpus_counts_what_the_scheduler_gave(monkeypatch):
+    monkeypatch.setattr(gpu_slots, "gpu_count", lambda: 8)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
     assert gpu_slots.visible_gpus() == 2
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert gpu_slots.visible_gpus() == 0
+    # CUDA reads entries up to the first that is not a device: -1 hides every GPU
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    assert gpu_slots.visible_gpus() == 0
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,-1,3")
+    assert gpu_slots.visible_gpus() == 1
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-8f2c,MIG-1a")
+    assert gpu_slots.visible_gpus() == 2
+
+
+def test_visible_gpus_is_none_on_a_machine_without_gpus_whatever_the_variable_says(monkeypatch):
+    monkeypatch.setattr(gpu_slots, "gpu_count", lambda: 0)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert gpu_slots.visible_gpus() == 0
+
+
+def test_a_claim_made_in_a_test_does_not_reach_later_tests_part_1(tmp_path, monkeypatch):
+    # claim_gpus writes os.environ itself (not through monkeypatch); conftest puts the variable back
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert gpu_slots.claim_gpus(1, tmp_path, count=2) == [0]
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"
+    _release()
+
+
+def test_a_claim_made_in_a_test_does_not_reach_later_tests_part_2():
+    assert os.environ.get("CUDA_VISIBLE_DEVICES") == AT_START
 
 
 def test_cli_runs_the_command_on_its_gpu(tmp_path, monkeypatch):

@@ -90,7 +90,8 @@ def test_gpu_only_step_without_gpu(compose, tmp_path, monkeypatch):
 def test_a_step_needing_more_gpus_than_here_says_how_many(compose, tmp_path, monkeypatch):
     """With CPU paths at smoke scale it runs on the CPU; a GPU-only one is skipped naming the count;
     at paper scale both are refused naming it."""
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # one GPU given, as a scheduler would
+    monkeypatch.setattr("repro.gpu_slots.gpu_count", lambda: 1)  # a machine with one GPU
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # given to this job, as a scheduler would
     rec = records.read(execute(_cfg(compose, tmp_path / "a", gpus=2, device="auto")))
     assert rec["status"] == "ok" and rec["device"] == "cpu" and rec["gpus"] == 0
     rec = records.read(execute(_cfg(compose, tmp_path / "b", entry="fake_experiments:gpu_only", gpus=2, device="auto")))

@@ -26,12 +26,31 @@ def default_lock_dir() -> Path:
     return Path(os.environ.get("REPRO_GPU_LOCKS", "results/.gpu-slots"))
 
 
+def listed_devices(value: str) -> list[str]:
+    """The devices a CUDA_VISIBLE_DEVICES value names, as CUDA reads it: entries up to the first
+    that is not a device (``-1``, ``none``, a typo) hide the rest, so ``-1`` means none."""
+    out = []
+    for entry in (e.strip() for e in value.split(",")):
+        if not (entry.isdigit() or entry.startswith(("GPU-", "MIG-"))):
+            break
+        out.append(entry)
+    return out
+
+
 def visible_gpus() -> int:
-    """The GPUs this process may use: those CUDA_VISIBLE_DEVICES lists where it is set (as SLURM
-    sets it), else every GPU nvidia-smi lists."""
+    """The GPUs this process may use: those CUDA_VISIBLE_DEVICES names where it is set (as SLURM
+    sets it), at most as many as nvidia-smi lists; else every GPU nvidia-smi lists."""
     if "CUDA_VISIBLE_DEVICES" in os.environ:
-        return len([d for d in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()])
+        named = listed_devices(os.environ["CUDA_VISIBLE_DEVICES"])
+        return min(len(named), gpu_count()) if named else 0
     return gpu_count()
+
+
+def gpu_source() -> str:
+    """Where visible_gpus() took its count from, for messages."""
+    if "CUDA_VISIBLE_DEVICES" in os.environ:
+        return f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']!r} and nvidia-smi"
+    return "nvidia-smi"
 
 
 def claim_gpus(want: int = 1, lock_dir: Path | None = None, poll_s: float = 2.0,

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from repro import layout, machine, provenance, records, sweep
-from repro.gpu_slots import claim_gpus, visible_gpus
+from repro.gpu_slots import claim_gpus, gpu_source, visible_gpus
 from repro.scale import param_layers, resolve_scale
 from repro.experiment import Context, NeedsGPU, cuda_available, load_entry
 
@@ -145,8 +145,8 @@ def execute(cfg: DictConfig) -> Path:
         log.warning("%s/%s %s", exp_cfg.paper, exp_cfg.name, skip)
         return records.write(out_dir, record)
     if device == "cuda" and not cuda_available():
-        raise NeedsGPU(f"experiment {exp_cfg.paper}/{exp_cfg.name}: nvidia-smi lists {held} GPU(s) but torch "
-                       "sees no CUDA device")
+        raise NeedsGPU(f"experiment {exp_cfg.paper}/{exp_cfg.name}: {gpu_source()} give {held} GPU(s) "
+                       "but torch sees no CUDA device (a CPU-only torch build?)")
     ctx = Context(out_dir=out_dir, scale=scale, device=device, seed=cfg.seed, inputs=inputs, log=log,
                   gpus=held, results=Path(cfg.results))
     out_dir.mkdir(parents=True, exist_ok=True)
