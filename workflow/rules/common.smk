@@ -47,9 +47,11 @@ def experiment_inputs(experiment):
 
 def repro_run(experiment, out=None, overrides=""):
     """Shell command running one experiment through the Hydra CLI; out: the run folder (default
-    results/<experiment>); overrides: extra Hydra overrides (one point of a sweep)."""
+    results/<experiment>); overrides: extra Hydra overrides (one point of a sweep). replace=true: the
+    workflow owns the folder and reruns a step exactly when its config or code changed, so its run
+    may replace a record of another configuration there (a hand run may not: repro.run refuses it)."""
     return (f"python -m repro.run experiment={experiment} scale={SCALE} "
-            f"out={out or f'results/{experiment}'}{overrides} > {{log}} 2>&1")
+            f"out={out or f'results/{experiment}'} replace=true{overrides} > {{log}} 2>&1")
 
 
 # What a step asks a cluster for, by whether its experiment uses GPUs (profiles/slurm sends these to
