@@ -342,6 +342,9 @@ def hydra_main(cfg: DictConfig) -> None:
 def main() -> None:
     """Entry point: a plain command line (overrides only) is validated before Hydra starts, so a bad
     one writes nothing; Hydra's own flags (--help, --cfg, -m, ...) go straight to Hydra."""
+    from repro import watchdog
+
+    watchdog.start()  # a job of a killed workflow stops (repro.watchdog)
     argv = sys.argv[1:]
     if not any(a.startswith("-") for a in argv):
         code = precheck(argv)

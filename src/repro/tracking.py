@@ -201,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="artifact folder for the embedded SQLite store")
     ap.add_argument("--out", type=Path, help="write a JSON summary of what was logged here")
     args = ap.parse_args(argv)
+    from repro import watchdog
+
+    watchdog.start()  # an ingestion of a killed workflow stops (repro.watchdog); a rerun repairs it
     try:
         summary = ingest(args.results, args.uri, args.artifacts)
     except records.RecordError as exc:

@@ -5,9 +5,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, f"{workflow.basedir}/src")  # repro's light modules, without install
-from repro import layout, provenance, sweep
+from repro import layout, provenance, sweep, watchdog
 from repro.scale import resolve_scale
 
+# The jobs watch this process: when Snakemake is killed, they stop (repro.watchdog).
+watchdog.export_workflow_pid()
 SCALE = resolve_scale(config["scale"])
 # Step environments (containers/*.def, built with `apptainer build`); used with
 # `snakemake --sdm apptainer`, ignored otherwise.
