@@ -105,3 +105,14 @@ def shards_dir() -> Path:
         if (candidate / "SHA256SUMS").exists():
             return candidate
     pytest.skip("CIFAR-10 JPEG shards not found beside the checkout (../shared/data/cifar10-jpeg)")
+
+
+def service_unavailable(reason: str):
+    """Skip a test whose outside service (a PostgreSQL-backed MLflow server, ...) is not given, with
+    the reason; under ``REPRO_REQUIRE_SERVICES=all`` (CI, where the services are started) the same
+    absence is a failure, so a misconfigured CI cannot pass by skipping."""
+    import os
+
+    if os.environ.get("REPRO_REQUIRE_SERVICES") == "all":
+        pytest.fail(f"REPRO_REQUIRE_SERVICES=all but {reason}")
+    pytest.skip(reason)
