@@ -180,8 +180,9 @@ def ingest(results: Path, uri: str, artifact_root: Path | None = None) -> dict:
                     mine = _log(client, exp_id, rec, digest)
                 except MlflowException:  # our run was deleted under us by a racing ingestion
                     continue
-                best = _winner(_runs_of(client, exp_id, rec["record_id"]), digest)
-                for r in _runs_of(client, exp_id, rec["record_id"]):
+                after = _runs_of(client, exp_id, rec["record_id"])
+                best = _winner(after, digest)
+                for r in after:
                     if best is not None and r.info.run_id != best.info.run_id and r.data.tags.get(DONE) == digest:
                         client.delete_run(r.info.run_id)  # a race made two: the same winner everywhere
                 rid = best.info.run_id if best is not None else mine
