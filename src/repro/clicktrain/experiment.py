@@ -58,11 +58,13 @@ class PatternParams(TrainParams):
 class ClickTrainParams(PatternParams):
     # Defaults: ClickTrain's artifact (hipdac-lab/ICS21-ClickTrain), ResNet-32 on CIFAR-10; the
     # comparison is docs/papers/clicktrain.md, "Against the public artifact".
-    warmup_frac: float = 0.32  # dense warm-up share: patterns chosen at epoch 61 of 190 (configs/cifar10_resnet32_v1.yaml:24, 64)
+    # dense warm-up share: patterns chosen at epoch 61 of 190 (configs/cifar10_resnet32_v1.yaml:24, 64)
+    warmup_frac: float = 0.32
     lasso_frac: float = 0.42  # group-lasso share, hard masks at epoch 141 of 190 (ibid. :25); the rest is masked
     lasso: float = 2.5e-4  # group-lasso coefficient (configs/cifar10_resnet32_v1.yaml:26)
     lasso_groups: str = "artifact"  # "artifact": pattern + dropped-kernel groups (cifar.py:496-504, 537-545); "mask"
-    mixup_alpha: float = 0.3  # mixup in the masked phase, Beta(alpha, alpha) (cifar.py:392-396, 548-558; yaml :15); 0: off
+    # mixup in the masked phase, Beta(alpha, alpha) (cifar.py:392-396, 548-558; yaml :15); 0: off
+    mixup_alpha: float = 0.3
 
 
 @dataclass

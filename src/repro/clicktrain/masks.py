@@ -152,7 +152,8 @@ class ClickTrainHooks(MaskHooks):
 
     def on_resume(self, model: nn.Module) -> None:
         super().on_resume(model)
-        self.patterns = {n: like_weight(p, w) for (n, p), w in zip(self.patterns.items(), weights_of(model, self.patterns))}
+        ws = weights_of(model, self.patterns)
+        self.patterns = {n: like_weight(p, w) for (n, p), w in zip(self.patterns.items(), ws)}
 
 
 class ADMMHooks(TrainHooks):
