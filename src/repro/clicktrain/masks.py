@@ -58,6 +58,7 @@ class ClickTrainHooks(MaskHooks):
         self.library: torch.Tensor | None = None
         self.patterns: dict[str, torch.Tensor] = {}  # each kernel's pattern, no kernel dropped (lasso phase)
         self._groups: list[tuple[torch.Tensor, torch.Tensor]] | None = None  # per layer: the lasso's group masks
+        self._patterns: dict[str, torch.Tensor] = {}  # select()'s patterns, until installed beside the masks
 
     def step_key(self):
         epoch = self.completed + 1
@@ -129,9 +130,10 @@ class ClickTrainHooks(MaskHooks):
                 ws = weights_of(model, masks)
                 self.masks = {n: like_weight(m, w) for (n, m), w in zip(masks.items(), ws)}
                 self.patterns = {n: like_weight(self._patterns[n], w) for n, w in zip(masks, ws)}
-                self._groups = None
+                self._patterns, self._groups = {}, None
             else:
                 self.set_masks(model, masks)
+                self._patterns = {}
         elif epoch == self.warmup + self.lasso_epochs and self.masks:
             self.set_masks(model, self.masks)
             self.patterns, self._groups = {}, None
