@@ -74,6 +74,22 @@ def test_arm_smoke(runs, name):
         assert m["nm_violations"] == 0 and 1.8 < m["compression"] <= 2.0
 
 
+def test_clicktrain_lr_is_one_schedule_across_its_phases(runs):
+    """No restart and no new warm-up at a phase change: the lr at each epoch's last step is the one
+    cosine schedule over the whole run's steps (the artifact: one MultiStepLR over all phases,
+    cifar.py:206-208, 239), and the masked phase trained with mixup."""
+    from repro.train.schedule import lr_at
+
+    _, result = runs["clicktrain"]
+    p, epochs = ARMS["clicktrain"][1], result.tables["epochs"]
+    steps = 128 // p.batch_size  # n_train / batch, every batch full
+    total = steps * len(epochs)
+    expected = [lr_at(e * steps - 1, total, p.lr, p.warmup_epochs * steps, p.schedule) for e in epochs.epoch]
+    assert list(epochs.lr) == pytest.approx(expected)
+    assert list(epochs.phase) == ["dense", "lasso", "masked"]
+    assert result.tags["mixup"] == "alpha 0.3 in the masked phase" and result.tags["lasso_groups"] == "artifact"
+
+
 @pytest.mark.parametrize("name", list(ARMS))
 def test_load_pruned_round_trip(runs, prepared, name):
     out_dir, result = runs[name]

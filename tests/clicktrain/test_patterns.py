@@ -188,3 +188,67 @@ def test_step_keys_change_with_the_phase_and_only_then():
     admm_hooks.on_epoch_end(model, 1, {})
     admm_hooks.load_state_dict(admm_hooks.state_dict())
     assert admm_hooks.step_key() == key and float(admm_hooks.rho) == pytest.approx(0.2)
+
+
+def test_artifact_lasso_is_pattern_groups_plus_dropped_kernel_groups():
+    """The artifact's regulariser (cifar.py:496-504, 537-545, 567): per kernel sqrt(||w outside its
+    pattern||^2 + 1e-8), plus per kernel sqrt(||w * dropped||^2 + 1e-8); value and gradient."""
+    model = _tiny()
+    lam = 1e-2
+    hooks = ClickTrainHooks({"2": 0.5}, n_patterns=2, warmup=1, lasso_epochs=1, lasso=lam, lasso_groups="artifact")
+    hooks.importance = {"2": model[2].weight.detach().square()}
+    hooks.on_epoch_end(model, 1, {})  # end of warm-up: masks and patterns chosen, weights untouched
+    assert not hooks.active and hooks.phase(2) == "lasso"
+    w = model[2].weight.detach().clone().requires_grad_(True)
+    pattern, mask = hooks.patterns["2"], hooks.masks["2"]
+    dropped = (mask.sum((2, 3), keepdim=True) == 0).float()
+    assert 0 < int(dropped.sum()) < dropped.numel() and torch.all(pattern.sum((2, 3)) == 4)
+    expected = lam * (((w * (1 - pattern)).square().sum((2, 3)) + 1e-8).sqrt().sum()
+                      + ((w * dropped).square().sum((2, 3)) + 1e-8).sqrt().sum())
+    expected.backward()
+    model.zero_grad()
+    reg = hooks.loss_regularizer(model)
+    reg.backward()
+    assert float(reg.detach()) == pytest.approx(float(expected.detach()), rel=1e-6)
+    assert torch.allclose(model[2].weight.grad, w.grad, atol=1e-9)
+    g = model[2].weight.grad
+    # inside the pattern of a kept kernel: no pull; a dropped kernel's pattern weights: the kernel group
+    assert torch.all(g[(mask == 1)] == 0)
+    in_dropped_pattern = (pattern == 1) & (dropped.expand_as(pattern) == 1)
+    assert torch.all(torch.sign(g[in_dropped_pattern]) == torch.sign(model[2].weight.detach()[in_dropped_pattern]))
+    # the old form ("mask") is a different function of the same weights
+    old = ClickTrainHooks({"2": 0.5}, n_patterns=2, warmup=1, lasso_epochs=1, lasso=lam, lasso_groups="mask")
+    old.masks, old.completed = hooks.masks, 1
+    assert float(old.loss_regularizer(model).detach()) != pytest.approx(float(reg.detach()), rel=1e-3)
+    # the patterns go with a checkpoint of the lasso phase, and a lasso checkpoint without them is refused
+    state = hooks.state_dict()
+    again = ClickTrainHooks({"2": 0.5}, n_patterns=2, warmup=1, lasso_epochs=1, lasso=lam, lasso_groups="artifact")
+    again.load_state_dict(state)
+    assert torch.equal(again.patterns["2"], pattern)
+    with pytest.raises(ValueError, match="without the kernels' patterns"):
+        again.load_state_dict({**state, "patterns": {}})
+    hooks.on_epoch_end(model, 2, {})  # hard masks: no regulariser, patterns released
+    assert hooks.active and hooks.loss_regularizer(model) is None and not hooks.patterns
+
+
+def test_mixup_only_in_the_masked_phase():
+    model = _tiny()
+    hooks = ClickTrainHooks({"2": 0.5}, n_patterns=2, warmup=1, lasso_epochs=1, lasso=1e-3, mixup_alpha=0.3)
+    x, y = torch.randn(4, 3, 8, 8), torch.arange(4)
+    assert hooks.mix_batch(x, y) is None  # dense
+    hooks.importance = {"2": model[2].weight.detach().square()}
+    hooks.on_epoch_end(model, 1, {})
+    assert hooks.mix_batch(x, y) is None  # lasso
+    hooks.on_epoch_end(model, 2, {})
+    mixed, y_other, lam = hooks.mix_batch(x, y)  # masked
+    assert mixed.shape == x.shape and sorted(y_other.tolist()) == [0, 1, 2, 3] and 0 <= float(lam) <= 1
+    off = ClickTrainHooks({"2": 0.5}, n_patterns=2, warmup=1, lasso_epochs=1, lasso=1e-3)
+    off.completed = 2
+    assert off.mix_batch(x, y) is None
+
+
+def test_clicktrain_hooks_refuse_bad_options():
+    with pytest.raises(ValueError, match="lasso_groups must be one of"):
+        ClickTrainHooks({"2": 0.5}, 2, 1, 1, 1e-3, lasso_groups="kernels")
+    with pytest.raises(ValueError, match="mixup_alpha must be >= 0"):
+        ClickTrainHooks({"2": 0.5}, 2, 1, 1, 1e-3, mixup_alpha=-0.1)

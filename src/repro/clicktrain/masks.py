@@ -19,35 +19,62 @@ import pandas as pd
 import torch
 import torch.nn as nn
 
-from repro.clicktrain.patterns import kernel_masks, project, select_library
+from repro.clicktrain.patterns import kernel_masks, kernel_patterns, project, select_library
 from repro.train import TrainHooks
 from repro.train.masks import MaskHooks, addresses, cpu_state, like_weight, weights_of
+from repro.train.mixup import Mixup
 
 
 class ClickTrainHooks(MaskHooks):
     """Dense warm-up (importance = sum over its last epoch of (w * dL/dw)^2), then pattern library and
-    per-kernel pattern/connectivity selection, then group lasso on every kernel's weights outside its
-    mask, then hard masks. Phases are counted in epochs: ``warmup`` dense, ``lasso``, then masked."""
+    per-kernel pattern/connectivity selection, then group lasso towards the masks, then hard masks.
+    Phases are counted in epochs: ``warmup`` dense, ``lasso``, then masked.
 
-    def __init__(self, ratios: dict[str, float], n_patterns: int, warmup: int, lasso_epochs: int, lasso: float):
+    ``lasso_groups`` is the regulariser's form (both are lasso * a sum of group L2 norms):
+      "artifact": ClickTrain's artifact (hipdac-lab/ICS21-ClickTrain, cifar.py:496-504, 537-545, 567):
+        per kernel, the weights outside its pattern, plus, per dropped kernel, the whole kernel; each
+        norm sqrt(sum of squares + 1e-8) (finite gradient at 0).
+      "mask": one group per kernel, its weights outside the final mask (a dropped kernel's 9 weights
+        form one group), plain L2 norms: this repository's form before the artifact was compared.
+    ``mixup_alpha`` > 0: mixup (lambda ~ Beta(alpha, alpha)) in the masked phase, as the artifact's
+    hard-mask phase does (cifar.py:392-396, 548-558; alpha 0.3 in configs/cifar10_*_v1.yaml)."""
+
+    LASSO_GROUPS = ("artifact", "mask")
+    EPS = 1e-8  # inside the artifact's square roots (cifar.py:504, 544-545)
+
+    def __init__(self, ratios: dict[str, float], n_patterns: int, warmup: int, lasso_epochs: int, lasso: float,
+                 lasso_groups: str = "mask", mixup_alpha: float = 0.0):
         super().__init__()
+        if lasso_groups not in self.LASSO_GROUPS:
+            raise ValueError(f"lasso_groups must be one of {self.LASSO_GROUPS}, got {lasso_groups!r}")
+        if mixup_alpha < 0:
+            raise ValueError(f"mixup_alpha must be >= 0 (0: no mixup), got {mixup_alpha}")
         self.ratios, self.n_patterns = dict(ratios), n_patterns
         self.warmup, self.lasso_epochs, self.lasso = warmup, lasso_epochs, lasso
+        self.lasso_groups = lasso_groups
+        self.mixup = Mixup(mixup_alpha) if mixup_alpha > 0 else None
         self.completed = 0  # epochs finished
         self.importance: dict[str, torch.Tensor] = {}
         self.library: torch.Tensor | None = None
-        self._outside: list[torch.Tensor] | None = None  # 1 - mask, for the lasso
+        self.patterns: dict[str, torch.Tensor] = {}  # each kernel's pattern, no kernel dropped (lasso phase)
+        self._groups: list[tuple[torch.Tensor, torch.Tensor]] | None = None  # per layer: the lasso's group masks
+        self._patterns: dict[str, torch.Tensor] = {}  # select()'s patterns, until installed beside the masks
 
     def step_key(self):
         epoch = self.completed + 1
         return (self.phase(epoch), epoch == self.warmup, super().step_key(),
-                addresses(self.masks) if self.phase(epoch) == "lasso" else ())
+                addresses(self.masks, self.patterns) if self.phase(epoch) == "lasso" else ())
 
     def phase(self, epoch: int) -> str:
         """Phase of 1-based ``epoch``."""
         if epoch <= self.warmup:
             return "dense"
         return "lasso" if epoch <= self.warmup + self.lasso_epochs else "masked"
+
+    def mix_batch(self, x, y):
+        if self.mixup is None or self.phase(self.completed + 1) != "masked":
+            return None
+        return self.mixup(x, y)
 
     @torch.no_grad()
     def after_backward(self, model: nn.Module) -> None:
@@ -60,18 +87,36 @@ class ClickTrainHooks(MaskHooks):
         torch._foreach_mul_(prods, prods)
         torch._foreach_add_(list(self.importance.values()), prods)
 
+    def _lasso_groups(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer, two masks whose per-kernel products with the weights are the groups: "artifact":
+        (1 - pattern, dropped kernel as (O, I, 1, 1)); "mask": (1 - mask, none)."""
+        groups = []
+        for n, m in self.masks.items():
+            if self.lasso_groups == "artifact":
+                dropped = (m.sum(dim=(2, 3), keepdim=True) == 0).to(m.dtype)
+                groups.append((1 - self.patterns[n], dropped))
+            else:
+                groups.append((1 - m, None))
+        return groups
+
     def loss_regularizer(self, model: nn.Module):
         if self.phase(self.completed + 1) != "lasso":
             return None
-        if self._outside is None:
-            self._outside = [1 - m for m in self.masks.values()]
-        norms = [torch.linalg.vector_norm(w * out, dim=(2, 3)).sum()
-                 for w, out in zip(weights_of(model, self.masks), self._outside)]
-        return self.lasso * torch.stack(norms).sum()
+        if self._groups is None:
+            self._groups = self._lasso_groups()
+        terms = []
+        for w, (outside, dropped) in zip(weights_of(model, self.masks), self._groups):
+            if dropped is None:
+                terms.append(torch.linalg.vector_norm(w * outside, dim=(2, 3)).sum())
+            else:
+                for g in (w * outside, w * dropped):
+                    terms.append(g.square().sum(dim=(2, 3)).add(self.EPS).sqrt().sum())
+        return self.lasso * torch.stack(terms).sum()
 
     def select(self, model: nn.Module) -> dict[str, torch.Tensor]:
         """Library from the importance, then each kernel's pattern and the kernels to drop."""
         self.library = select_library(self.importance.values(), self.n_patterns)
+        self._patterns = {n: kernel_patterns(self.importance[n], self.library)[0] for n in self.ratios}
         return {n: kernel_masks(self.importance[n], self.library, r) for n, r in self.ratios.items()}
 
     def on_epoch_end(self, model: nn.Module, epoch: int, row: dict) -> dict:
@@ -82,22 +127,35 @@ class ClickTrainHooks(MaskHooks):
             masks = self.select(model)
             self.importance = {}
             if self.lasso_epochs:  # soft phase first: masks chosen, weights not yet zeroed
-                self.masks = {n: like_weight(m, w) for (n, m), w in zip(masks.items(), weights_of(model, masks))}
-                self._outside = None
+                ws = weights_of(model, masks)
+                self.masks = {n: like_weight(m, w) for (n, m), w in zip(masks.items(), ws)}
+                self.patterns = {n: like_weight(self._patterns[n], w) for n, w in zip(masks, ws)}
+                self._patterns, self._groups = {}, None
             else:
                 self.set_masks(model, masks)
+                self._patterns = {}
         elif epoch == self.warmup + self.lasso_epochs and self.masks:
             self.set_masks(model, self.masks)
+            self.patterns, self._groups = {}, None
         return dict(phase=phase, hook_s=time.perf_counter() - t0)
 
     def state_dict(self) -> dict:
         return {**super().state_dict(), "completed": self.completed, "importance": cpu_state(self.importance),
-                "library": self.library}
+                "library": self.library, "patterns": cpu_state(self.patterns)}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         self.completed, self.importance, self.library = state["completed"], dict(state["importance"]), state["library"]
-        self._outside = None
+        self.patterns = dict(state.get("patterns", {}))
+        if self.lasso_groups == "artifact" and self.masks and not self.active and not self.patterns:
+            raise ValueError("checkpoint of a lasso phase without the kernels' patterns (written before "
+                             "lasso_groups='artifact' existed): rerun from the start")
+        self._groups = None
+
+    def on_resume(self, model: nn.Module) -> None:
+        super().on_resume(model)
+        ws = weights_of(model, self.patterns)
+        self.patterns = {n: like_weight(p, w) for (n, p), w in zip(self.patterns.items(), ws)}
 
 
 class ADMMHooks(TrainHooks):

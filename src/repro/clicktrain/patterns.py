@@ -63,17 +63,24 @@ def select_library(scores: Iterable[torch.Tensor], n_patterns: int, keep: int = 
     return codes_to_patterns(values[order])
 
 
-def kernel_masks(scores: torch.Tensor, library: torch.Tensor, ratio: float) -> torch.Tensor:
-    """0/1 mask shaped like ``scores`` (O, I, 3, 3): every kernel takes the library pattern keeping most
-    score, then the ``ratio`` share of kernels keeping least score is dropped whole."""
+def kernel_patterns(scores: torch.Tensor, library: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each kernel's best library pattern, none dropped: (0/1 mask shaped like ``scores`` (O, I, 3, 3),
+    score each kernel keeps (O*I,))."""
     flat = scores.detach().reshape(-1, KERNEL).float()
     lib = library.to(flat.device, torch.float32)
     kept, best = (flat @ lib.T).max(1)
-    mask = lib[best]
-    n_drop = dropped_count(ratio, len(flat))
+    return lib[best].reshape(scores.shape).to(scores.dtype), kept
+
+
+def kernel_masks(scores: torch.Tensor, library: torch.Tensor, ratio: float) -> torch.Tensor:
+    """0/1 mask shaped like ``scores`` (O, I, 3, 3): every kernel takes the library pattern keeping most
+    score, then the ``ratio`` share of kernels keeping least score is dropped whole."""
+    pattern, kept = kernel_patterns(scores, library)
+    mask = pattern.reshape(-1, KERNEL).clone()
+    n_drop = dropped_count(ratio, len(mask))
     if n_drop:
         mask[kept.topk(n_drop, largest=False).indices] = 0
-    return mask.reshape(scores.shape).to(scores.dtype)
+    return mask.reshape(scores.shape)
 
 
 def project(weight: torch.Tensor, library: torch.Tensor, ratio: float) -> tuple[torch.Tensor, torch.Tensor]:

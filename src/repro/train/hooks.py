@@ -6,6 +6,8 @@ Subclass :class:`TrainHooks` and override only what an arm needs; the trainer ca
                               recomputation). Must keep training ``model``'s own parameters.
   saved_tensors_hooks()       a context entered around every forward pass (activation
                               compression, offload): e.g. torch.autograd.graph.saved_tensors_hooks.
+  mix_batch(x, y)             None, or (x_mixed, y_other, lam): the step trains on x_mixed with the
+                              loss lam * CE(out, y) + (1 - lam) * CE(out, y_other) (mixup).
   loss_regularizer(model)     added to the loss each step if not None (group lasso).
   after_backward(model)       gradients are in ``p.grad`` (gradient-based importance scores).
   after_optimizer_step(model) after every optimiser step (re-apply pruning masks).
@@ -38,7 +40,7 @@ import contextlib
 
 import torch.nn as nn
 
-PER_STEP_METHODS = ("wrap_model", "saved_tensors_hooks", "loss_regularizer", "after_backward",
+PER_STEP_METHODS = ("wrap_model", "saved_tensors_hooks", "mix_batch", "loss_regularizer", "after_backward",
                     "after_optimizer_step")
 
 
@@ -51,6 +53,9 @@ class TrainHooks:
 
     def saved_tensors_hooks(self):
         return contextlib.nullcontext()
+
+    def mix_batch(self, x, y):
+        return None
 
     def loss_regularizer(self, model: nn.Module):
         return None

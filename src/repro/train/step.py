@@ -94,8 +94,14 @@ class TrainStep:
 
     def _body(self, x: torch.Tensor, y: torch.Tensor) -> None:
         with self.hooks.saved_tensors_hooks(), autocast(self.device.type, self.precision):
-            out = self.forward(x)
-            loss = self.loss_fn(out, y)
+            mixed = self.hooks.mix_batch(x, y)
+            if mixed is None:
+                out = self.forward(x)
+                loss = self.loss_fn(out, y)
+            else:  # mixup: one forward pass over the mixed batch, the loss against both label sets
+                x_mixed, y_other, lam = mixed
+                out = self.forward(x_mixed)
+                loss = lam * self.loss_fn(out, y) + (1 - lam) * self.loss_fn(out, y_other)
             reg = self.hooks.loss_regularizer(self.model)
             total = loss if reg is None else loss + reg
         total.backward()
