@@ -68,7 +68,9 @@ import torch.nn as nn
 from repro.superneurons.liveness import (UnitProfile, flatten_units, frozen_batchnorm_stats, is_stochastic,
                                          largest_need, largest_working_set, mutates_input, profile_units,
                                          saved_bytes_between)
+from repro.superneurons.recompute import ForwardState, autocast_state
 from repro.superneurons.tensor_pool import TensorPool
+from repro.superneurons.units import find_units, trace
 from repro.train.hooks import TrainHooks
 
 RECOMPUTE_MODES = ("off", "auto", "all")
@@ -496,23 +498,6 @@ def make_plan(units, profiles: list[UnitProfile], cfg: RuntimeConfig, copies: bo
                 speed_working_set=max(speed + [largest]), prefetch_rooms=rooms)
 
 
-@contextlib.contextmanager
-def _rng_restored(state, device: torch.device):
-    if state is None:
-        yield
-        return
-    devices = [device] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        torch.set_rng_state(state[0])
-        if state[1] is not None:
-            torch.cuda.set_rng_state(state[1], device)
-        yield
-
-
-def _rng_state(device: torch.device):
-    return torch.get_rng_state(), (torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
-
-
 class _RecomputedSegment(torch.autograd.Function):
     """Forward keeps only the checkpoint (in the pool); backward recomputes and backpropagates the
     segment, accumulating parameter gradients directly (as reentrant checkpointing does), and
@@ -523,7 +508,7 @@ class _RecomputedSegment(torch.autograd.Function):
     def forward(ctx, runtime: "SuperNeuronsModel", index: int, x: torch.Tensor, anchor: torch.Tensor):
         seg = runtime.plan.segments[index]
         ctx.runtime, ctx.index = runtime, index
-        ctx.rng = _rng_state(x.device) if seg.stochastic else None
+        ctx.state = ForwardState.capture(x.device, seg.stochastic)
         first_mutates = mutates_input(seg.modules[0])
         ctx.handle = runtime.pool.put(x.clone() if first_mutates else x)
         runtime._order.append(weakref.ref(ctx.handle))
@@ -544,9 +529,9 @@ class _RecomputedSegment(torch.autograd.Function):
         need_x = ctx.needs_input_grad[2]
         with torch.enable_grad(), frozen_batchnorm_stats(seg.modules):
             if seg.strategy == "speed":
-                grad_x = _backward_speed(seg, x, grad_y, need_x, ctx.rng)
+                grad_x = _backward_speed(seg, x, grad_y, need_x, ctx.state)
             else:
-                grad_x = _backward_memory(seg, x, grad_y, need_x, ctx.rng)
+                grad_x = _backward_memory(seg, x, grad_y, need_x, ctx.state)
         ctx.handle = None  # frees the pool entry
         if x.is_cuda:
             runtime._mark_backward_exit(ctx.index, x.device)
@@ -585,9 +570,9 @@ def _leaf(a: torch.Tensor, need: bool, module: nn.Module):
     return leaf, (leaf.clone() if mutates_input(module) else leaf)
 
 
-def _backward_speed(seg: Segment, x, grad_y, need_x: bool, rng):
+def _backward_speed(seg: Segment, x, grad_y, need_x: bool, state: ForwardState):
     leaf, inp = _leaf(x, need_x, seg.modules[0])
-    with _rng_restored(rng, x.device):
+    with state.restored(x.device):
         root = _grad_root(seg.run(inp), [grad_y])
     del inp
     if root is not None:
@@ -595,10 +580,10 @@ def _backward_speed(seg: Segment, x, grad_y, need_x: bool, rng):
     return leaf.grad if need_x else None
 
 
-def _backward_memory(seg: Segment, x, grad_y, need_x: bool, rng):
+def _backward_memory(seg: Segment, x, grad_y, need_x: bool, state: ForwardState):
     box = [grad_y]  # the gradient flowing down, handed from step to step with no other reference
     for start, stop in reversed(memory_steps(seg)):
-        with _rng_restored(rng, x.device):
+        with state.restored(x.device):
             with torch.no_grad():
                 a = x.clone() if start > 0 and mutates_input(seg.modules[0]) else x
                 a = seg.run(a, stop=start)
@@ -622,7 +607,11 @@ class SuperNeuronsModel(nn.Module):
         super().__init__()
         self.model = model
         self.config = config or RuntimeConfig()
-        self.units = flatten_units(model)
+        # a Sequential's units now; any other model is traced now (what fx cannot capture is refused
+        # here) and cut into units on the first training input (cuts only where a tensor flows)
+        self.units = flatten_units(model) if isinstance(model, nn.Sequential) else None
+        if self.units is None:
+            trace(model)
         self.plan: Plan | None = None
         self.pool: TensorPool | None = None
         self._plan_key = None
@@ -638,17 +627,25 @@ class SuperNeuronsModel(nn.Module):
 
     def prepare(self, x: torch.Tensor) -> Plan:
         """Profile on ``x``'s shape and make the plan (done by the first training forward)."""
+        if not isinstance(self.model, nn.Sequential):  # traced at this input's device and training mode
+            self.units = find_units(self.model, x)
         profiles = profile_units(self.units, x)
         self.plan = make_plan(self.units, profiles, self.config, copies=x.is_cuda)
         self.pool = TensorPool(x.device, self.plan.pool_budget_bytes, self.config.max_inflight_bytes)
         self._anchor = torch.empty(0, device=x.device, requires_grad=True)
-        self._plan_key = (tuple(x.shape), x.dtype, x.device)
+        self._plan_key = self._key(x)
         return self.plan
+
+    @staticmethod
+    def _key(x: torch.Tensor) -> tuple:
+        """What the plan depends on: the input's shape, dtype, device, and the autocast state (under
+        bf16 autocast activations are half the size)."""
+        return tuple(x.shape), x.dtype, x.device, autocast_state(x.device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not (self.training and torch.is_grad_enabled()):
             return self.model(x)
-        if self._plan_key != (tuple(x.shape), x.dtype, x.device):
+        if self._plan_key != self._key(x):
             self.prepare(x)
         self._order = []
         self.memory_marks = {}
