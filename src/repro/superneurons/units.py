@@ -242,13 +242,16 @@ def graph_units(traced: fx.GraphModule, tensor_nodes: set | None = None) -> list
                                f"({out!r:.80}); the runtime needs a model that returns one tensor")
     cuts = [k for k in cut_points(traced.graph) if tensor_nodes is None or nodes[k] in tensor_nodes]
     bounds = [0] + [k + 1 for k in cuts]
-    units, start_node = [], inp
+    units, start_node, names = [], inp, {}
     for k, (a, b) in enumerate(zip(bounds, bounds[1:] + [len(nodes) - 1])):
         body = [n for n in nodes[a:b] if n.op != "placeholder"]
         end = nodes[b - 1] if k < len(cuts) else out
         if not [n for n in body if n.op != "get_attr"]:
             continue
-        units.append((_name(body), _unit(traced, body, start_node, end, f"Unit_{_name(body)}")))
+        name = _name(body)
+        names[name] = names.get(name, 0) + 1
+        name = name if names[name] == 1 else f"{name}#{names[name]}"  # blocks.0, blocks.0#2 (attn, mlp)
+        units.append((name, _unit(traced, body, start_node, end, "Unit")))
         start_node = end
     return units
 
