@@ -129,8 +129,10 @@ class _NotSequential(nn.Module):
 
 
 def test_unsupported_models_are_refused_with_the_reason():
-    with pytest.raises(UnsupportedModel, match="nn.Sequential"):
-        SuperNeuronsModel(_NotSequential())
+    # issue 26: a model that is not a Sequential is traced (units from its graph), no longer refused
+    wrapped = SuperNeuronsModel(_NotSequential(), RuntimeConfig(recompute="all"))
+    wrapped(torch.randn(2, 3, 5, 5)).sum().backward()
+    assert wrapped.plan.summary()["recomputed"] == 1
     with pytest.raises(UnsupportedModel, match="ModuleList"):
         SuperNeuronsModel(nn.Sequential(nn.ModuleList([nn.ReLU()])))
 
