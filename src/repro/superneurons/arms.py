@@ -45,8 +45,8 @@ def runtime_config(name: str, memory_budget_bytes: float | None, pool_budget_byt
     ``workspace_bytes``: the convolution workspace cap the probe set (0: none, not modelled)."""
     pool = dict(pool=True, prefetch_lookahead=lookahead, max_inflight_bytes=max_inflight_bytes,
                 workspace_bytes=workspace_bytes)
-    if name == "ours":
-        return RuntimeConfig(recompute="auto", memory_budget_bytes=memory_budget_bytes, **pool)
+    if name == "ours":  # a plan over the budget still runs: the probe's cap (or allocator) decides the fit
+        return RuntimeConfig(recompute="auto", memory_budget_bytes=memory_budget_bytes, over_budget="warn", **pool)
     if name == "liveness":
         return RuntimeConfig(recompute="off", pool=False, workspace_bytes=workspace_bytes)
     if name == "pool":

@@ -152,6 +152,9 @@ class UnitProfile:
     in_saved_bytes: int = 0  # of saved_bytes, the input storage (0: the unit does not save its input)
     transient_bytes: int = 0  # measured backward temporaries beyond the working set (GPU; module docstring)
     forward_bytes: int = 0  # measured forward peak above what was alive before it (GPU; 0: not measured)
+    # every non-parameter tensor autograd packs, in order: (its bytes, its storage's bytes, the storage's
+    # index among the unit's storages); what the tensor pool receives (pool_split)
+    packed: tuple = ()
 
     @property
     def working_set(self) -> int:
@@ -168,6 +171,20 @@ class UnitProfile:
         it saves besides its input, and its output."""
         return max(self.forward_bytes, self.saved_bytes - self.in_saved_bytes + self.out_bytes)
 
+    def pool_split(self, min_offload_bytes: int) -> tuple[int, list[int]]:
+        """How the runtime's saved-tensor hooks split this unit's saved tensors when they go through the
+        pool: (bytes that stay on the device, the storages of tensors under ``min_offload_bytes``; the
+        bytes of each tensor put into the pool). A storage packed twice is put twice, and comes back
+        as two copies."""
+        small = {k: storage for nbytes, storage, k in self.packed if nbytes < min_offload_bytes}
+        return sum(small.values()), [nbytes for nbytes, _, _ in self.packed if nbytes >= min_offload_bytes]
+
+    def pool_need(self, min_offload_bytes: int) -> int:
+        """The backward need with every poolable saved tensor offloaded: what stays, and one copy of
+        each tensor the pool gives back, in place of the saved bytes."""
+        resident, offloaded = self.pool_split(min_offload_bytes)
+        return self.need - self.saved_bytes + resident + sum(offloaded)
+
 
 class _SavedCounter:
     """saved_tensors_hooks that sum the bytes of the unique non-parameter storages autograd saves."""
@@ -175,11 +192,15 @@ class _SavedCounter:
     def __init__(self, param_storages: set[int]):
         self.param_storages = param_storages
         self.storages: dict[int, int] = {}
+        self.packed: list[tuple[int, int, int]] = []  # (tensor bytes, storage bytes, storage index)
+        self._index: dict[int, int] = {}
 
     def pack(self, t: torch.Tensor):
         ptr = t.untyped_storage().data_ptr()
         if ptr not in self.param_storages:
             self.storages[ptr] = max(self.storages.get(ptr, 0), t.untyped_storage().nbytes())
+            index = self._index.setdefault(ptr, len(self._index))
+            self.packed.append((tensor_bytes(t), t.untyped_storage().nbytes(), index))
         return t
 
     @property
@@ -262,7 +283,7 @@ def profile_units(units: list[tuple[str, nn.Module]], x: torch.Tensor) -> list[U
                 with torch.no_grad():
                     out = m(inp)
                 _check_unit(name, m, out, versions)
-                saved, out_bytes, seconds, in_saved, out_saved, passes_on, transient, forward = cache[key]
+                saved, out_bytes, seconds, in_saved, out_saved, passes_on, transient, forward, packed = cache[key]
             else:
                 counter = _SavedCounter(param_storages)
                 leaf = a.detach().requires_grad_(a.is_floating_point())
@@ -293,11 +314,13 @@ def profile_units(units: list[tuple[str, nn.Module]], x: torch.Tensor) -> list[U
                 transient = 0
                 if device.type == "cuda":
                     transient = _backward_transient(m, leaf, out, out_bytes + tensor_bytes(a) + param_bytes(m))
-                cache[key] = (saved, out_bytes, seconds, in_saved, out_saved, passes_on, transient, forward)
+                packed = tuple(counter.packed)
+                cache[key] = (saved, out_bytes, seconds, in_saved, out_saved, passes_on, transient, forward, packed)
                 del counter, leaf, inp
             profiles.append(UnitProfile(i, name, type(m).__name__, is_expensive(m), tensor_bytes(a), out_bytes, saved,
                                         param_bytes(m), seconds, shared_in_bytes=min(carry, in_saved),
-                                        in_saved_bytes=in_saved, transient_bytes=transient, forward_bytes=forward))
+                                        in_saved_bytes=in_saved, transient_bytes=transient, forward_bytes=forward,
+                                        packed=packed))
             carry = max(carry, out_saved) if passes_on else out_saved
             a = out.detach()
     return profiles
