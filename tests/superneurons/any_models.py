@@ -93,8 +93,28 @@ ANY = {
 }
 
 
-def any_model(name: str, device="cpu", batch=3, seed=0):
-    build, make_x, classes = ANY[name]
+# the same families at a realistic small size for the GPU twins (test_any_model_gpu.py): a ViT-S-like
+# 6-block transformer on 64x64 images (65 tokens), a 4-block GPT (context 128, width 256), a
+# DenseNet with DenseNet-121's growth and bottleneck (3 blocks, 64x64), a torchvision ResNet-18-like
+# net (width 32, 64x64) and a 256-wide LSTM over 64 steps: each a few MB of activations a sample,
+# seconds per test on an H200, large enough that cuDNN / cuBLAS pick their real kernels
+GPU = {
+    "vit": (lambda: VisionTransformer(100, image_size=64, patch=8, width=192, depth=6, heads=3, mlp=768, dropout=0.1),
+            lambda b, g: _images(b, 64, g), 100),
+    "gpt": (lambda: GPTDecoder(vocab=1000, context=128, width=256, depth=4, heads=4, dropout=0.1),
+            lambda b, g: torch.randint(0, 1000, (b, 128), generator=g), 1000),
+    "densenet": (lambda: DenseNet(100, growth=32, blocks=(3, 6, 6), init_features=64, bn_size=4),
+                 lambda b, g: _images(b, 64, g), 100),
+    "tv_resnet": (lambda: TorchvisionResNet(layers=(2, 2, 2), width=32, num_classes=100),
+                  lambda b, g: _images(b, 64, g), 100),
+    "lstm": (lambda: LSTMClassifier(features=64, hidden=256, num_classes=100),
+             lambda b, g: torch.randn(b, 64, 64, generator=g), 100),
+}
+
+
+def any_model(name: str, device="cpu", batch=3, seed=0, sizes=None):
+    """``sizes``: ANY (tiny, the default) or GPU."""
+    build, make_x, classes = (sizes or ANY)[name]
     torch.manual_seed(seed)
     model = build().to(device)
     gen = torch.Generator().manual_seed(seed + 1)

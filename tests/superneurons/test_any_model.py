@@ -30,9 +30,9 @@ CONFIGS = {
 TOLERANCE = {None: 1e-5, torch.bfloat16: 1e-3}
 
 
-def one_step(name, cfg, dtype, device="cpu", steps=1):
+def one_step(name, cfg, dtype, device="cpu", steps=1, sizes=None, batch=3):
     """Plain and runtime models from the same init, ``steps`` forward+backward(+SGD) from the same RNG."""
-    model, x, y = any_model(name, device)
+    model, x, y = any_model(name, device, batch=batch, sizes=sizes)
     ref = copy.deepcopy(model)
     wrapped = SuperNeuronsModel(model, cfg)
     losses = []
