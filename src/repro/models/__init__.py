@@ -31,6 +31,7 @@ class ModelEntry:
     builder: Callable[..., nn.Module]
     input_size: int  # height = width of the input images
     num_classes: int  # default number of classes
+    tokens: bool = False  # a language model: input (batch, input_size) token ids below num_classes
 
 
 def _registry() -> dict[str, ModelEntry]:
@@ -49,7 +50,7 @@ def _registry() -> dict[str, ModelEntry]:
         reg[f"vgg{depth}_imagenet"] = ModelEntry(partial(imagenet_vgg, depth), 224, 1000)
     reg["densenet121"] = ModelEntry(densenet, 224, 1000)
     reg["vit_b16"] = ModelEntry(vit, 224, 1000)
-    reg["gpt2_small"] = ModelEntry(gpt_decoder, 1024, 50257)  # input_size: the context (token ids)
+    reg["gpt2_small"] = ModelEntry(gpt_decoder, 1024, 50257, tokens=True)  # input_size: the context
     return reg
 
 

@@ -61,7 +61,7 @@ from repro import records
 from repro.experiment import Context, Result, experiment
 from repro.models import build_model
 from repro.search import largest_fit
-from repro.superneurons.arms import ARMS, PEAK_CONFIGS, WSCAP_CONFIGS, unsupported
+from repro.superneurons.arms import ARMS, PEAK_CONFIGS, WSCAP_CONFIGS, check_arm_names, unsupported
 from repro.superneurons.liveness import flatten_units
 from repro.superneurons.probe import (MIB, ProbeCache, ProbeSpec, largest_working_set_estimate, probe_fingerprint,
                                      run_isolated, run_probe)
@@ -129,9 +129,8 @@ def finish_cache(cache: ProbeCache, tags: dict) -> None:
 
 
 def _check_arms(arms, allowed, what):
-    unknown = [a for a in arms if a not in allowed]
-    if unknown:
-        raise ValueError(f"{what}: unknown arm(s) {unknown}; allowed: {list(allowed)}")
+    """Arms of ``allowed``, or today's alternatives (sac, amb_<v>: arms.py)."""
+    check_arm_names(arms, allowed, what)
 
 
 # ---- peak memory ------------------------------------------------------------------------------
