@@ -149,8 +149,9 @@ def throughput_networks(run_dir: Path) -> Figure:
     run_dir, record = open_run(run_dir)
     table = pd.read_csv(run_dir / "throughput.csv")
     matched = table.matched_to.fillna("") if "matched_to" in table else pd.Series("", index=table.index)
-    table = table.assign(arm=[a if not m else f"{a}@{m}" for a, m in zip(table.arm, matched)],
-                         peak_gib=table.peak_bytes / GIB if "peak_bytes" in table else float("nan"))
+    measured = "peak_bytes" in table and table.peak_bytes.notna().any()
+    peak = table.peak_bytes if measured else table.est_peak_bytes.where(table.est_peak_bytes > 0)
+    table = table.assign(arm=[a if not m else f"{a}@{m}" for a, m in zip(table.arm, matched)], peak_gib=peak / GIB)
     fig = Figure(figsize=(11, 4.2))
     speed, mem = fig.subplots(1, 2)
     fitted = table[table.fits]
@@ -160,5 +161,6 @@ def throughput_networks(run_dir: Path) -> Figure:
     speed.set(ylabel="images (sequences) / s",
               title=", ".join(f"{k.removeprefix('speed_vs_')} {v:.2f}x" for k, v in ratios.items())
               or "matched-peak ratios: n/a (need CUDA peaks)")
-    mem.set(ylabel="peak GiB (CUDA allocator)", title="peak memory")
+    mem.set(ylabel="peak GiB (CUDA allocator)" if measured else "peak GiB (liveness estimate; none for sac, amb)",
+            title="peak memory")
     return finish(fig, "SuperNeurons vs today's alternatives", record, "timing", "matched_peak")
