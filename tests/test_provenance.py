@@ -2,6 +2,8 @@
 
 import os
 
+import pytest
+
 from repro.figures import run_subtitle
 from repro.machine import GpuNeighbours, _ancestors
 
@@ -172,3 +174,44 @@ def test_an_experiment_file_rewritten_as_a_variant_runs_the_same(tmp_path, monke
     commit({var: "defaults:\n  - /experiment/p/base\n  - _self_\nname: var\nparams: {epochs: 9}\n"})
     layout._experiment_file.cache_clear()
     assert provenance.changed_code(digests, old) == [var]
+
+
+def test_a_change_judged_unmoved_is_not_stale_and_a_later_edit_is(tmp_path, monkeypatch):
+    """config/unmoved.yaml: a maintainer's judgment that one change of a file computes no other number
+    takes that change (and only it: by digest, chained) out of the staleness check."""
+    from repro import provenance, reference
+
+    root, commit = _repo(tmp_path, monkeypatch)
+    a = "src/repro/a.py"
+    old = commit({a: 'HINT = "prepare it at /work/x"\n\ndef f(x):\n    return x + 1\n'})
+    digests = provenance.code_digests([root / a])
+    second = commit({a: 'HINT = "prepare it again"\n\ndef f(x):\n    return x + 1\n'})
+    assert provenance.changed_code(digests, old) == [a]  # HINT's value differs: not provably the same
+    (root / "config").mkdir()
+    entry = reference.judge(a, old, "the hint's text only")
+    assert entry["was"] != entry["now"] and (root / "config" / "unmoved.yaml").exists()
+    assert provenance.changed_code(digests, old) == []
+    assert provenance.changed_code(digests) == []  # the record's own digest (no commit) is judged too
+    commit({a: 'HINT = "prepare it again, by hand"\n\ndef f(x):\n    return x + 1\n'})
+    assert provenance.changed_code(digests, old) == [a]  # a later edit counts again ...
+    reference.judge(a, second, "the hint's text only")
+    assert provenance.changed_code(digests, old) == []  # ... until judged: judgments chain
+    commit({a: 'HINT = "prepare it again, by hand"\n\ndef f(x):\n    return x + 2\n'})
+    assert provenance.changed_code(digests, old) == [a]
+    with pytest.raises(provenance.UnmovedError, match="computes the same"):
+        reference.judge(a, "HEAD", "nothing changed")
+    with pytest.raises(provenance.UnmovedError, match="git cannot give it"):
+        reference.judge(a, "0" * 40, "no such commit")
+
+
+def test_a_malformed_judgment_is_refused_by_name(tmp_path, monkeypatch, capsys):
+    from repro import provenance, reference
+
+    root, _ = _repo(tmp_path, monkeypatch)
+    (root / "config").mkdir()
+    (root / "config" / "unmoved.yaml").write_text("- file: src/repro/a.py\n  was: abc\n  now: def\n")
+    with pytest.raises(provenance.UnmovedError, match="judgment 1 lacks reason"):
+        provenance.unmoved_judgments()
+    (root / "src" / "repro" / "a.py").write_text("A = 1\n")
+    assert reference.main(["judge", "src/repro/a.py", "--since", "HEAD", "--reason", "r"]) == 2
+    assert "judgment 1 lacks reason" in capsys.readouterr().err  # named, no traceback

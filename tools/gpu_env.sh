@@ -7,7 +7,9 @@ if [[ -d .whl ]] && ! python3 -c "import snakemake, hydra" 2>/dev/null; then
 fi
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 if ! command -v python >/dev/null; then
-  mkdir -p /tmp/repro-bin && ln -sf "$(command -v python3)" /tmp/repro-bin/python
+  # a wrapper, not a symlink: a symlink to a venv's interpreter starts it without the venv's packages
+  mkdir -p /tmp/repro-bin && printf '#!/bin/sh\nexec %s "$@"\n' "$(command -v python3)" > /tmp/repro-bin/python
+  chmod +x /tmp/repro-bin/python
   export PATH="/tmp/repro-bin:$PATH"
 fi
 export PYTHONUNBUFFERED=1

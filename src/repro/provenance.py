@@ -78,8 +78,12 @@ def source_digest(path: Path) -> str:
     """A digest of what a source file computes: for Python its syntax tree without docstrings (so
     comments, formatting and docstrings change nothing), for other sources (CUDA kernels, configs)
     its lines without blank and comment-only ones ("#" or "//")."""
-    text = Path(path).read_text()
-    if Path(path).suffix == ".py":
+    return text_digest(Path(path).read_text(), Path(path).suffix)
+
+
+def text_digest(text: str, suffix: str) -> str:
+    """source_digest of a file's ``text`` whose name ends in ``suffix`` (e.g. the file at a commit)."""
+    if suffix == ".py":
         text = ast.dump(_syntax(text), annotate_fields=False)
     else:
         text = "\n".join(line.rstrip() for line in text.splitlines()
@@ -288,9 +292,74 @@ def changed_code(digests: dict[str, str], commit: str = "") -> list[str]:
             now = source_digest(path)
         except (OSError, SyntaxError, ValueError):
             now = None
-        if now != digest and not (commit and computes_the_same(rel, commit)):
-            changed.append(rel)
+        if now != digest and not (commit and computes_the_same(rel, commit)) \
+                and not judged_unmoved(rel, (commit and digest_at(commit, rel)) or digest, now):
+            changed.append(rel)  # (the digest at the commit, made here: ast.dump differs between Pythons)
     return changed
+
+
+# ---- changes judged not to move a number ---------------------------------------------------------
+def unmoved_file() -> Path:
+    """config/unmoved.yaml of the repository: the maintainers' judgments (unmoved_judgments)."""
+    return REPO_ROOT / "config" / "unmoved.yaml"
+
+
+class UnmovedError(ValueError):
+    """config/unmoved.yaml is malformed (the message names the entry and what is wrong)."""
+
+
+def unmoved_judgments() -> dict[str, dict[str, set[str]]]:
+    """The maintainers' judgments in config/unmoved.yaml: file -> {digest before -> digests after}.
+    Each entry says that one change of one file (its source_digest before and after) computes no
+    other number, and why (a message's text, a cache refactored behind the same choices): the staleness
+    check does not count it. Judgments chain (a -> b, b -> c). A judgment is per digest, so any later
+    edit of the file counts again until it is judged too."""
+    path = unmoved_file()
+    stat = path.stat() if path.exists() else None
+    return _judgments(str(path), None if stat is None else (stat.st_mtime_ns, stat.st_size))
+
+
+@lru_cache(maxsize=4)
+def _judgments(path: str, mtime) -> dict[str, dict[str, set[str]]]:
+    if mtime is None:
+        return {}
+    data = yaml.safe_load(Path(path).read_text()) or []
+    if not isinstance(data, list):
+        raise UnmovedError(f"{path}: expected a list of judgments, got {type(data).__name__}")
+    edges: dict[str, dict[str, set[str]]] = {}
+    for i, entry in enumerate(data):
+        missing = [k for k in ("file", "was", "now", "reason") if not (isinstance(entry, dict) and entry.get(k))]
+        if missing:
+            raise UnmovedError(f"{path}: judgment {i + 1} lacks {', '.join(missing)} "
+                               "(each needs file, was, now: source digests, and the reason)")
+        edges.setdefault(entry["file"], {}).setdefault(str(entry["was"]), set()).add(str(entry["now"]))
+    return edges
+
+
+def judged_unmoved(rel: str, was: str | None, now: str | None) -> bool:
+    """Whether config/unmoved.yaml judges the change of ``rel`` from digest ``was`` to ``now`` (through
+    any chain of judged changes) to compute the same numbers."""
+    if not was or not now or was == now:
+        return bool(was) and was == now
+    edges = unmoved_judgments().get(rel, {})
+    seen, todo = {was}, [was]
+    while todo:
+        for nxt in edges.get(todo.pop(), ()):
+            if nxt == now:
+                return True
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return False
+
+
+def digest_at(commit: str, rel: str) -> str | None:
+    """source_digest of ``rel`` at ``commit`` (None where git cannot give it or it does not parse)."""
+    text = _at_commit(commit, rel)
+    try:
+        return None if text is None else text_digest(text, Path(rel).suffix)
+    except (SyntaxError, ValueError):
+        return None
 
 
 def config_hash(cfg: dict) -> str:

@@ -4,6 +4,9 @@
 (a sweep point's folder, e.g. clicktrain/clicktrain_budget/admm_e10, is published when --only names it)
 `python -m repro.reference status [--gpu nvidia-h200] [--stale]`: the published records, with their
 commit, GPU sharing, and the code changed since each ran (what a GPU session would rerun).
+`python -m repro.reference judge <file> --since <commit> --reason "..."`: record in
+config/unmoved.yaml that the file's change since that commit computes no other number (a message's
+text, a refactor behind the same results), so that its records stop counting as stale for it.
 
 Publishing copies, exactly as the pipeline wrote them, each finished paper-scale run folder
 (record, tables, Hydra config) of a machine with that GPU, its log, its figures and the run's
@@ -18,6 +21,8 @@ import argparse
 import shutil
 import sys
 from pathlib import Path
+
+import yaml
 
 from repro import layout, provenance, records
 from repro.machine import gpu_slug
@@ -158,12 +163,22 @@ def _changed_code(record: dict) -> str:
         changed = provenance.changed_code(prov["code"], commit)
     else:
         changed = [rel for rel in provenance.changed_since(commit, _code_paths(record)) or []
-                   if not provenance.computes_the_same(rel, commit)]
+                   if not provenance.computes_the_same(rel, commit) and not _judged_now(rel, commit)]
     if not changed:
         return ""
     shown = ", ".join("/".join(Path(c).parts[-2:]) for c in changed[:4])  # comet/hooks.py, train/hooks.py
     shown += f" and {len(changed) - 4} more" if len(changed) > 4 else ""
     return f"{commit[:7]}: {shown}"
+
+
+def _judged_now(rel: str, commit: str) -> bool:
+    """Whether config/unmoved.yaml judges ``rel``'s change since ``commit`` to move no number."""
+    path = provenance.REPO_ROOT / rel
+    try:
+        now = provenance.source_digest(path) if path.is_file() else None
+    except (OSError, SyntaxError, ValueError):
+        return False
+    return provenance.judged_unmoved(rel, provenance.digest_at(commit, rel), now)
 
 
 def stale_code(record: dict, results: Path | None = None) -> str:
@@ -193,7 +208,43 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--reference", type=Path, default=Path("results/reference"))
     st.add_argument("--gpu", default="nvidia-h200", help="GPU slug (lower-case name with dashes)")
     st.add_argument("--stale", action="store_true", help="only the records whose code changed since they ran")
+    jd = sub.add_parser("judge", help="record in config/unmoved.yaml that a file's change since a commit "
+                                      "moves no number (a message, a refactor), with the reason")
+    jd.add_argument("file", help="repository path, e.g. src/repro/data/arrays.py")
+    jd.add_argument("--since", required=True, help="the commit whose version of the file the judgment starts from")
+    jd.add_argument("--reason", required=True, help="why the change computes the same numbers")
     args = ap.parse_args(argv)
+    try:
+        return _command(args)
+    except provenance.UnmovedError as exc:
+        print(f"repro.reference: {exc}", file=sys.stderr)
+        return 2
+
+
+def judge(rel: str, since: str, reason: str) -> dict:
+    """Append a judgment to config/unmoved.yaml: ``rel`` as it is now computes what it did at ``since``."""
+    provenance.unmoved_judgments()  # the file as it is must parse before it grows
+    path = provenance.REPO_ROOT / rel
+    if not path.is_file():
+        raise provenance.UnmovedError(f"{rel}: no such file in the repository")
+    was, now = provenance.digest_at(since, rel), provenance.source_digest(path)
+    if was is None:
+        raise provenance.UnmovedError(f"{rel}: git cannot give it at {since!r} (unknown commit, or the file was not there)")
+    if was == now:
+        raise provenance.UnmovedError(f"{rel}: computes the same as at {since} already (same digest {now}); nothing to judge")
+    if not reason.strip():
+        raise provenance.UnmovedError("a judgment needs its reason")
+    entry = dict(file=rel, was=was, now=now, since=since[:7], reason=reason.strip())
+    with open(provenance.unmoved_file(), "a") as fh:
+        fh.write(yaml.safe_dump([entry], sort_keys=False, width=100))
+    return entry
+
+
+def _command(args) -> int:
+    if args.cmd == "judge":
+        entry = judge(args.file, args.since, args.reason)
+        print(f"judged: {entry['file']} {entry['was']} -> {entry['now']} (since {entry['since']})")
+        return 0
     if args.cmd == "status":
         rows = status(args.reference, args.gpu)
         if not rows:
