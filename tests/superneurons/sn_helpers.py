@@ -120,12 +120,12 @@ def measure_transients(units, x: torch.Tensor, profiles) -> None:
         for (_, m), p in zip(units, profiles):
             key = _signature(m, a)
             if key not in cache:
-                leaf = a.detach().requires_grad_(True)
-                inp = leaf.clone() if mutates_input(m) else leaf
+                leaf = a.detach().requires_grad_(a.is_floating_point())  # token ids take no gradient
+                inp = leaf.clone() if leaf.requires_grad or mutates_input(m) else leaf
                 forward = StorageTracker()
                 with torch.enable_grad(), forward:
                     out = m(inp)
-                wrt = [leaf] + [q for q in m.parameters() if q.requires_grad]
+                wrt = ([leaf] if leaf.requires_grad else []) + [q for q in m.parameters() if q.requires_grad]
                 backward = StorageTracker()
                 with backward:
                     grads = torch.autograd.grad(out, wrt, torch.ones_like(out), allow_unused=True)
@@ -159,10 +159,11 @@ class ReplayPool(TensorPool):
         e.tensor = e.host.clone()
 
 
-def replay_step(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: RuntimeConfig):
+def replay_step(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: RuntimeConfig, loss_fn=None):
     """One training step of the runtime + SGDInBackward after a warmup step, on the CPU, with the plan
     made from tracker-measured transients and the pool's offloads real: (dynamic peak bytes the
-    tracker saw, the plan, the pool's stats)."""
+    tracker saw, the plan, the pool's stats). ``loss_fn(out, y)``: cross-entropy unless given."""
+    loss_fn = loss_fn or F.cross_entropy
     wrapped = SuperNeuronsModel(model, cfg)
     plan = wrapped.prepare(x)
     measure_transients(wrapped.units, x, plan.profiles)
@@ -170,11 +171,11 @@ def replay_step(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: R
     wrapped.pool = ReplayPool(x.device, wrapped.plan.pool_budget_bytes, cfg.max_inflight_bytes)
     sgd = SGDInBackward(model, lr=0.01, momentum=0.9, weight_decay=1e-4)
     try:
-        F.cross_entropy(wrapped(x), y).backward()  # warmup: momentum buffers
+        loss_fn(wrapped(x), y).backward()  # warmup: momentum buffers
         wrapped.pool.reset_stats()
         tracker = wrapped.pool.tracker = StorageTracker()
         with tracker:
-            F.cross_entropy(wrapped(x), y).backward()
+            loss_fn(wrapped(x), y).backward()
     finally:
         sgd.remove()
     return tracker.peak, wrapped.plan, wrapped.pool.stats

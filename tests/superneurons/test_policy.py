@@ -5,6 +5,8 @@ pool's budget allows, and the convolution-workspace cap reaching the probe's pro
 from __future__ import annotations
 
 import math
+import re
+import warnings
 
 import pytest
 import torch
@@ -17,8 +19,8 @@ from repro.superneurons.arms import runtime_config
 from repro.superneurons.liveness import (flatten_units, plain_dynamic_estimate, profile_units,
                                          saved_bytes_between)
 from repro.superneurons.probe import WSCAP_ENV, ProbeSpec, probe_env, run_isolated, run_probe
-from repro.superneurons.runtime import (RuntimeConfig, SuperNeuronsModel, estimate, make_plan, memory_steps,
-                                        merge_recomputed)
+from repro.superneurons.runtime import (BudgetUnreachable, BudgetWarning, RuntimeConfig, SuperNeuronsModel, estimate,
+                                        make_plan, memory_steps, merge_recomputed)
 from repro.superneurons.tensor_pool import TensorPool
 
 
@@ -216,3 +218,52 @@ def test_the_plan_counts_the_workspace_next_to_the_working_set():
     plain, capped = (make_plan(units, profiles, runtime_config(name, None, 0.0, 1, 0.0, ws), copies=False)
                      for name, ws in (("all", 0.0), ("all+wscap", 3 * 2**20)))
     assert capped.estimate["peak_dynamic"] == plain.estimate["peak_dynamic"] + 3 * 2**20
+
+
+# ---- a budget the plan cannot meet ------------------------------------------------------------------
+@pytest.mark.parametrize("recompute", ["auto", "all", "off"])
+def test_unreachable_budget_raises_with_the_estimate_and_the_budget(recompute):
+    model, x, _ = tiny("resnet")
+    budget = 1000  # below any unit's backward need
+    with pytest.raises(BudgetUnreachable, match=r"memory budget unreachable") as err:
+        SuperNeuronsModel(model, RuntimeConfig(recompute=recompute, memory_budget_bytes=budget)).prepare(x)
+    message = str(err.value)
+    assert "memory_budget_bytes=1000" in message and "over_budget='warn'" in message
+    assert re.search(r"estimated at [\d.]+ KiB of dynamic memory \(.*working [\d.]+ KiB", message)
+    assert ("use recompute='auto'" in message) == (recompute == "off")
+
+
+def test_unreachable_budget_warns_under_the_switch_and_the_plan_runs():
+    model, x, y = tiny("resnet")
+    ref = build_model("bottleneck_resnet", 10, blocks=[1, 2, 1, 1], width=4)
+    ref.load_state_dict(model.state_dict())
+    wrapped = SuperNeuronsModel(model, RuntimeConfig(recompute="auto", memory_budget_bytes=1000, over_budget="warn"))
+    with pytest.warns(BudgetWarning, match=r"over the budget of 1000 B \(memory_budget_bytes=1000\)"):
+        plan = wrapped.prepare(x)
+    assert plan.estimate["peak_dynamic"] > 1000 and plan.summary()["recomputed"] > 0
+    F.cross_entropy(ref(x), y).backward()
+    F.cross_entropy(wrapped(x), y).backward()
+    assert max_diff([p.grad for p in ref.parameters()], [p.grad for p in model.parameters()]) < 1e-5
+
+
+def test_reachable_budget_neither_raises_nor_warns():
+    model, x, _ = tiny("resnet")
+    units = flatten_units(model)
+    profiles = profile_units(units, x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plan = make_plan(units, profiles, RuntimeConfig(recompute="auto", memory_budget_bytes=math.inf), copies=False)
+        budget = plan.estimate["peak_dynamic"]
+        again = make_plan(units, profiles, RuntimeConfig(recompute="auto", memory_budget_bytes=budget), copies=False)
+    assert again.estimate["peak_dynamic"] <= budget
+
+
+def test_over_budget_switch_is_checked():
+    with pytest.raises(ValueError, match="over_budget must be one of"):
+        RuntimeConfig(over_budget="ignore")
+
+
+def test_ours_arm_warns_not_raises():
+    """The experiments' "ours" arm runs a plan over its budget (the probe's cap decides the fit), as
+    before the check existed: paper-scale probes behave as they did."""
+    assert runtime_config("ours", 1000, None, 1, 0).over_budget == "warn"

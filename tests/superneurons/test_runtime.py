@@ -14,15 +14,15 @@ from sn_helpers import grads_after_one_backward, max_diff, tiny, train_both
 from repro.models import build_model
 from repro.superneurons.liveness import (UnsupportedModel, flatten_units, largest_need, largest_working_set,
                                          profile_units)
-from repro.superneurons.runtime import (RuntimeConfig, SuperNeuronsHooks, SuperNeuronsModel, _seg_memory_ws,
-                                        _seg_speed_ws, cut_segments, estimate)
+from repro.superneurons.runtime import (BudgetWarning, RuntimeConfig, SuperNeuronsHooks, SuperNeuronsModel,
+                                        _seg_memory_ws, _seg_speed_ws, cut_segments, estimate)
 
 CONFIGS = {
     "recompute_speed": RuntimeConfig(recompute="all", strategy="speed", pool=True, pool_budget_bytes=0),
     "recompute_memory": RuntimeConfig(recompute="all", strategy="memory", pool=True, pool_budget_bytes=50_000),
     "recompute_auto": RuntimeConfig(recompute="all", pool=False),
     "pool_saved": RuntimeConfig(recompute="off", pool=True, pool_budget_bytes=0, min_offload_bytes=0),
-    "auto_tight": RuntimeConfig(recompute="auto", pool=True, memory_budget_bytes=1),
+    "auto_tight": RuntimeConfig(recompute="auto", pool=True, memory_budget_bytes=1, over_budget="warn"),
 }
 
 
@@ -83,7 +83,9 @@ def test_pool_budget_follows_the_memory_budget():
     model, x, _ = tiny("vgg")
     plan = SuperNeuronsModel(model, RuntimeConfig(recompute="all", pool=True)).prepare(x)
     assert plan.pool_budget_bytes == math.inf  # no budget: nothing offloaded
-    small = SuperNeuronsModel(model, RuntimeConfig(recompute="all", pool=True, memory_budget_bytes=1)).prepare(x)
+    with pytest.warns(BudgetWarning, match="memory budget unreachable"):
+        small = SuperNeuronsModel(model, RuntimeConfig(recompute="all", pool=True, memory_budget_bytes=1,
+                                                       over_budget="warn")).prepare(x)
     assert small.pool_budget_bytes == 0.0
 
 
@@ -129,8 +131,10 @@ class _NotSequential(nn.Module):
 
 
 def test_unsupported_models_are_refused_with_the_reason():
-    with pytest.raises(UnsupportedModel, match="nn.Sequential"):
-        SuperNeuronsModel(_NotSequential())
+    # issue 26: a model that is not a Sequential is traced (units from its graph), no longer refused
+    wrapped = SuperNeuronsModel(_NotSequential(), RuntimeConfig(recompute="all"))
+    wrapped(torch.randn(2, 3, 5, 5)).sum().backward()
+    assert wrapped.plan.summary()["recomputed"] == 1
     with pytest.raises(UnsupportedModel, match="ModuleList"):
         SuperNeuronsModel(nn.Sequential(nn.ModuleList([nn.ReLU()])))
 

@@ -16,6 +16,7 @@ from repro.superneurons.experiment import (DepthParams, PeakParams, ThroughputPa
 from repro.superneurons.figures import depth as depth_figure
 from repro.superneurons.figures import peak_memory as peak_figure
 from repro.superneurons.figures import throughput as throughput_figure
+from repro.superneurons.figures import throughput_networks as throughput_networks_figure
 from repro.superneurons.probe import ProbeSpec, run_probe
 
 TINY_BENCH = dict(batch_size=2, image_size=16, num_classes=10, steps=1, isolate=False)
@@ -174,3 +175,60 @@ def test_an_interrupted_peak_memory_run_resumes_from_its_probe_cache(tmp_path, m
     cols = ["network", "config", "fits", "est_dynamic_bytes", "largest_working_set"]
     assert second.tables["peak_memory"][cols].equals(first.tables["peak_memory"][cols])
     assert not (tmp_path / ex.PROBE_CACHE).exists()
+
+
+NETS = [{"name": "a", "model": "bottleneck_resnet", "kw": {"blocks": [1, 1, 1, 1], "width": 4}, "image_size": 16},
+        {"name": "b", "model": "vgg11", "kw": {"width": 0.0625}, "image_size": 16, "batch_size": 4}]
+
+
+def test_throughput_networks_matches_ours_to_the_compiled_arms_peak(tmp_path, monkeypatch):
+    """Networks mode: every arm per network, then ours with its budget at amb_0.5's measured dynamic
+    peak; the matched speed and peak ratios per network and their minimum over the networks."""
+    calls = []
+    speed = {"plain": 100.0, "amb_0.5": 80.0, "ours": 90.0}
+
+    def fake_probe(self, spec, ctx, cache=None):
+        calls.append((spec.arm, spec.model, spec.batch_size, spec.budget_bytes))
+        matched = spec.budget_bytes is not None
+        ips = 110.0 if matched and spec.model == "vgg11" else (96.0 if matched else speed[spec.arm])
+        dynamic = {"plain": 10e9, "amb_0.5": 6e9, "ours": 8e9}[spec.arm] if not matched else spec.budget_bytes * 0.95
+        return {"fits": True, "reason": "ok", "images_per_s": ips, "dynamic_bytes": dynamic,
+                "peak_bytes": dynamic + 1e9}
+
+    monkeypatch.setattr(ThroughputParams, "probe", fake_probe)
+    p = ThroughputParams(**TINY_BENCH, arms=["plain", "amb_0.5", "ours"], matched=["amb_0.5"], networks=NETS)
+    run = throughput(p, Context(out_dir=tmp_path, device="cuda"))
+    assert calls[:4] == [("plain", "bottleneck_resnet", 2, None), ("amb_0.5", "bottleneck_resnet", 2, None),
+                         ("ours", "bottleneck_resnet", 2, None), ("ours", "bottleneck_resnet", 2, 6e9)]
+    assert calls[-1] == ("ours", "vgg11", 4, 6e9)  # the entry's own batch size
+    m = run.metrics
+    assert m["speed_vs_amb_0.5_a"] == pytest.approx(90 / 80)
+    assert m["speed_vs_amb_0.5_matched_a"] == pytest.approx(96 / 80)
+    assert m["speed_vs_amb_0.5_matched_b"] == pytest.approx(110 / 80)
+    assert m["speed_vs_amb_matched_min"] == pytest.approx(96 / 80)
+    assert m["peak_ratio_vs_amb_0.5_matched_a"] == pytest.approx((0.95 * 6e9 + 1e9) / 7e9)
+    table = run.tables["throughput"]
+    assert list(table.matched_to.fillna("-")) == ["-", "-", "-", "amb_0.5"] * 2
+    out = tmp_path / "fig"
+    out.mkdir()
+    table.to_csv(out / "throughput.csv", index=False)
+    (out / "record.json").write_text(json.dumps({"status": "ok", "metrics": m}))
+    throughput_networks_figure(out)
+
+
+def test_throughput_networks_on_the_cpu_runs_today_arms_and_skips_matching(tmp_path):
+    p = ThroughputParams(**TINY_BENCH, arms=["plain", "sac", "amb_0.5", "ours"], matched=["amb_0.5"],
+                         networks=NETS[:1], warmup=1)
+    run = throughput(p, Context(out_dir=tmp_path))
+    assert {f"images_per_s_a_{a}" for a in p.arms} <= set(run.metrics)
+    assert "speed_vs_amb_0.5_matched_a" not in run.metrics and "speed_vs_amb_matched_min" not in run.metrics
+    assert "not run" in run.tags["matched_peak"]
+
+
+@pytest.mark.parametrize("bad,match", [(dict(matched=["amb_0.5"]), "must be in arms"),
+                                       (dict(matched=["ours"], arms=["ours"]), "unknown arm"),
+                                       (dict(arms=["plain", "sack"]), "unknown arm")])
+def test_throughput_networks_bad_arms(tmp_path, bad, match):
+    kw = dict(arms=["plain", "ours"], networks=NETS[:1]) | bad
+    with pytest.raises(ValueError, match=match):
+        throughput(ThroughputParams(**TINY_BENCH, **kw), Context(out_dir=tmp_path))

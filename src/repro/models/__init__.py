@@ -3,7 +3,10 @@
 CIFAR models (32x32 input, 10 classes by default): resnet20/32/44/56/110 (option A shortcuts),
 cifar_resnet (any 6n+2 depth), vgg11/13/16/19 (with BatchNorm).
 ImageNet-style models (224x224, 1000 classes): resnet18/34/50/101/152, bottleneck_resnet (any
-block counts), alexnet (227x227), vgg16_imagenet, vgg19_imagenet.
+block counts), alexnet (227x227), vgg16_imagenet, vgg19_imagenet, densenet121, vit_b16 (ordinary
+modules with their own forward, not Sequentials).
+Language model: gpt2_small, a GPT-style decoder stack on token ids (input_size: the context, 1024;
+num_classes: the vocabulary, 50257).
 Keyword arguments go to the family's builder (e.g. ``width=8`` for a tiny CIFAR ResNet,
 ``blocks=[6, 8, 12, 6]`` or ``blocks=500`` for bottleneck_resnet).
 """
@@ -17,6 +20,8 @@ from typing import Callable
 import torch.nn as nn
 
 from repro.models.alexnet import alexnet
+from repro.models.densenet import densenet
+from repro.models.transformer import gpt_decoder, vit
 from repro.models.resnet import bottleneck_resnet, cifar_resnet, imagenet_resnet, stage_blocks
 from repro.models.vgg import cifar_vgg, imagenet_vgg
 
@@ -26,6 +31,7 @@ class ModelEntry:
     builder: Callable[..., nn.Module]
     input_size: int  # height = width of the input images
     num_classes: int  # default number of classes
+    tokens: bool = False  # a language model: input (batch, input_size) token ids below num_classes
 
 
 def _registry() -> dict[str, ModelEntry]:
@@ -42,6 +48,9 @@ def _registry() -> dict[str, ModelEntry]:
     reg["alexnet"] = ModelEntry(alexnet, 227, 1000)
     for depth in (16, 19):
         reg[f"vgg{depth}_imagenet"] = ModelEntry(partial(imagenet_vgg, depth), 224, 1000)
+    reg["densenet121"] = ModelEntry(densenet, 224, 1000)
+    reg["vit_b16"] = ModelEntry(vit, 224, 1000)
+    reg["gpt2_small"] = ModelEntry(gpt_decoder, 1024, 50257, tokens=True)  # input_size: the context
     return reg
 
 
@@ -65,4 +74,5 @@ def count_params(model: nn.Module) -> int:
 
 
 __all__ = ["MODELS", "ModelEntry", "build_model", "get_entry", "count_params", "cifar_resnet", "cifar_vgg",
-           "imagenet_resnet", "bottleneck_resnet", "stage_blocks", "imagenet_vgg", "alexnet"]
+           "imagenet_resnet", "bottleneck_resnet", "stage_blocks", "imagenet_vgg", "alexnet",
+           "densenet", "vit", "gpt_decoder"]

@@ -4,6 +4,14 @@ plain        PyTorch as is: autograd keeps every saved tensor, torch.optim.SGD a
 checkpoint   torch.utils.checkpoint.checkpoint_sequential over the units, sqrt(units) segments,
              use_reentrant=False; torch.optim.SGD.
 save_on_cpu  torch.autograd.graph.save_on_cpu(pin_memory=True): every saved tensor to the host.
+sac          selective activation checkpointing (torch.utils.checkpoint with
+             create_selective_checkpoint_contexts) around every unit: outputs of matmuls,
+             convolutions and attention saved, everything else recomputed in backward; torch.optim.SGD.
+amb_<v>      torch.compile with torch._functorch.config.activation_memory_budget = v (0 < v <= 1; e.g.
+             amb_0.5): AOTAutograd's min-cut partitioner recomputes cheap ops until the saved
+             activations are about v of what plain training saves; inductor on CUDA, the same
+             partitioner without code generation (aot_eager_decomp_partition) on the CPU, where only
+             the code path is shown. torch.optim.SGD.
 ours         the SuperNeurons runtime (recompute="auto", pool on, budget from the memory cap) and
              SGDInBackward (gradients freed as soon as they are applied).
 The peak-memory ablation adds the runtime in five configurations (see runtime_config):
@@ -25,15 +33,19 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint_sequential
+from torch.utils.checkpoint import CheckpointPolicy, checkpoint, checkpoint_sequential, \
+    create_selective_checkpoint_contexts
 
 from repro.superneurons.liveness import (UnitProfile, flatten_units, largest_working_set, mutates_input, param_bytes,
                                          plain_dynamic_estimate, saved_bytes_between)
 from repro.superneurons.runtime import RuntimeConfig, SuperNeuronsModel
+from repro.superneurons.units import find_units
 from repro.superneurons.sgd_in_backward import SGDInBackward
 
 BASELINE_ARMS = ("plain", "checkpoint", "save_on_cpu")
 ARMS = BASELINE_ARMS + ("ours",)
+AMB_PREFIX = "amb_"  # amb_<v>: torch.compile under activation_memory_budget v
+TODAY_ARMS = ("sac", "amb_0.5")  # today's alternatives (issue 26), with amb's usual budget
 PEAK_CONFIGS = ("plain", "liveness", "pool", "recompute", "all", "all+wscap")
 WSCAP_CONFIGS = ("all+wscap",)  # configurations whose probe caps the convolution workspace
 PINNED_ROUNDING = 1.33
@@ -45,8 +57,8 @@ def runtime_config(name: str, memory_budget_bytes: float | None, pool_budget_byt
     ``workspace_bytes``: the convolution workspace cap the probe set (0: none, not modelled)."""
     pool = dict(pool=True, prefetch_lookahead=lookahead, max_inflight_bytes=max_inflight_bytes,
                 workspace_bytes=workspace_bytes)
-    if name == "ours":
-        return RuntimeConfig(recompute="auto", memory_budget_bytes=memory_budget_bytes, **pool)
+    if name == "ours":  # a plan over the budget still runs: the probe's cap (or allocator) decides the fit
+        return RuntimeConfig(recompute="auto", memory_budget_bytes=memory_budget_bytes, over_budget="warn", **pool)
     if name == "liveness":
         return RuntimeConfig(recompute="off", pool=False, workspace_bytes=workspace_bytes)
     if name == "pool":
@@ -56,6 +68,60 @@ def runtime_config(name: str, memory_budget_bytes: float | None, pool_budget_byt
     if name in ("all", "all+wscap"):
         return RuntimeConfig(recompute="all", pool_budget_bytes=pool_budget_bytes, **pool)
     raise ValueError(f"unknown arm {name!r}; known: {', '.join(ARMS + PEAK_CONFIGS)}")
+
+
+def amb_budget(name: str) -> float | None:
+    """The activation_memory_budget of an ``amb_<v>`` arm (None: not such an arm)."""
+    if not name.startswith(AMB_PREFIX):
+        return None
+    try:
+        value = float(name[len(AMB_PREFIX):])
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 1:
+        raise ValueError(f"arm {name!r}: amb_<v> needs a budget 0 < v <= 1 (e.g. amb_0.5)")
+    return value
+
+
+def is_torch_arm(name: str) -> bool:
+    """Arms trained by torch.optim's SGD: the baselines and today's alternatives (not the runtime)."""
+    return name in BASELINE_ARMS or name == "sac" or amb_budget(name) is not None
+
+
+def check_arm_names(names, allowed, what: str) -> None:
+    """Refuse unknown arms: ``allowed``, plus sac and any amb_<v> (a malformed v names the problem)."""
+    unknown = [a for a in names if a not in allowed and a != "sac" and amb_budget(a) is None]
+    if unknown:
+        raise ValueError(f"{what}: unknown arm(s) {unknown}; allowed: {list(allowed)}, sac, amb_<v> (0 < v <= 1)")
+
+
+# aten ops whose outputs selective checkpointing keeps (the expensive ones); the rest is recomputed
+_SAC_SAVE = {getattr(torch.ops.aten, name).default for name in
+             ("mm", "addmm", "bmm", "baddbmm", "convolution", "_scaled_dot_product_flash_attention",
+              "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention")
+             if hasattr(torch.ops.aten, name)}
+
+
+def sac_policy(ctx, op, *args, **kwargs) -> CheckpointPolicy:
+    """Save matmul / convolution / attention outputs, recompute everything else."""
+    return CheckpointPolicy.MUST_SAVE if op in _SAC_SAVE else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def sac_context():
+    return create_selective_checkpoint_contexts(sac_policy)
+
+
+def model_units(model: nn.Module, x: torch.Tensor | None = None) -> list[tuple[str, nn.Module]] | None:
+    """The units the arms run in sequence: a Sequential's children (flattened), any other model's
+    traced units on input ``x`` (units.find_units; None until an input is given)."""
+    if isinstance(model, nn.Sequential):
+        return flatten_units(model)
+    return None if x is None else find_units(model, x)
+
+
+def loss_of(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of classifier logits (batch, classes) or language-model logits (batch, time, vocab)."""
+    return F.cross_entropy(out.flatten(0, -2).float() if out.dim() > 2 else out, y.flatten())
 
 
 def checkpoint_segments(units: int) -> int:
@@ -100,19 +166,35 @@ class Arm:
         self.runtime: SuperNeuronsModel | None = None
         self.sgd: SGDInBackward | None = None
         self.optimizer = None
-        self.units = flatten_units(model)
-        if (why := unsupported(name, self.units)) is not None:
-            raise ValueError(f"arm {name!r} cannot train this model: {why}")
-        if name in BASELINE_ARMS:
+        self.amb = amb_budget(name)
+        self._compiled = None
+        self.units = None
+        if isinstance(model, nn.Sequential) or is_torch_arm(name):
+            self._set_units(model_units(model))
+        if is_torch_arm(name):
             self.optimizer = self._torch_sgd()
-            self.segments = checkpoint_segments(len(self.units))
-            self._flat = nn.Sequential(*[m for _, m in self.units])
         else:
             cfg = runtime_config(name, memory_budget_bytes, pool_budget_bytes, lookahead, max_inflight_bytes,
                                  workspace_bytes)
             self.runtime = SuperNeuronsModel(model, cfg)
             self.sgd = SGDInBackward(model, optim.lr, optim.momentum, optim.weight_decay,
                                      momentum_on_host=momentum_on_host)
+
+    def _set_units(self, units) -> None:
+        if units is None:
+            return
+        self.units = units
+        if (why := unsupported(self.name, self.units)) is not None:
+            raise ValueError(f"arm {self.name!r} cannot train this model: {why}")
+        self.segments = checkpoint_segments(len(self.units))
+        self._flat = nn.Sequential(*[m for _, m in self.units])
+
+    def ensure_units(self, x: torch.Tensor) -> list[tuple[str, nn.Module]]:
+        """The units on input ``x`` (traced on the first input for a model that is not a Sequential)."""
+        if self.units is None:
+            self._set_units(self.runtime.units if self.runtime is not None and self.runtime.units
+                            else model_units(self.model, x))
+        return self.units
 
     def prepare(self, x: torch.Tensor):
         """Plan ours on ``x``'s shape (the runtime's plan; None for the other arms). Where the plan
@@ -123,8 +205,10 @@ class Arm:
         hooks in a step plain PyTorch runs in 60 ms). Without a budget (the peak-memory table) or
         when the gradients would not fit, SGD stays in backward."""
         if self.runtime is None:
+            self.ensure_units(x)
             return None
         plan = self.runtime.prepare(x)
+        self.units = self.units or self.runtime.units
         budget = self.runtime.config.memory_budget_bytes
         if (self.sgd is not None and budget is not None and not self.sgd.momentum_on_host
                 and plan.estimate["peak_dynamic"] + param_bytes(self.model) <= budget):
@@ -147,6 +231,23 @@ class Arm:
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.runtime is not None:
             return self.runtime(x)
+        if self.amb is not None:
+            if self._compiled is None:
+                # a fresh compile per arm: the models of a search share forward's code object, and
+                # dynamo would otherwise fall back to eager once its recompile limit is reached
+                torch._dynamo.reset()
+                backend = "inductor" if x.is_cuda else "aot_eager_decomp_partition"
+                self._compiled = torch.compile(self.model, backend=backend)
+            with torch._functorch.config.patch(activation_memory_budget=self.amb):
+                return self._compiled(x)
+        self.ensure_units(x)
+        if self.name == "sac":
+            for _, unit in self.units:
+                # a unit that writes its input in place (ReLU(inplace=True)) would overwrite the input
+                # a checkpoint keeps for recomputation: it runs as in plain training
+                x = unit(x) if mutates_input(unit) else checkpoint(unit, x, use_reentrant=False,
+                                                                    context_fn=sac_context)
+            return x
         if self.name == "checkpoint":
             return checkpoint_sequential(self._flat, self.segments, x, use_reentrant=False)
         if self.name == "save_on_cpu":
@@ -157,7 +258,7 @@ class Arm:
     def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if self.optimizer is not None:
             self.optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(self.forward(x), y)
+        loss = loss_of(self.forward(x), y)
         loss.backward()
         if self.optimizer is not None:
             self.optimizer.step()
@@ -167,6 +268,8 @@ class Arm:
         """Liveness-model estimate of this arm's dynamic peak (bytes), for CPU runs (no allocator)."""
         if self.runtime is not None:
             return float(self.runtime.plan.estimate["peak_dynamic"])
+        if self.name == "sac" or self.amb is not None:  # no liveness model of what they recompute
+            return math.nan
         if self.name == "plain":
             return float(plain_dynamic_estimate(profiles))
         if self.name == "save_on_cpu":  # only the largest unit's working set on the device

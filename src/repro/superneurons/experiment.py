@@ -61,7 +61,7 @@ from repro import records
 from repro.experiment import Context, Result, experiment
 from repro.models import build_model
 from repro.search import largest_fit
-from repro.superneurons.arms import ARMS, PEAK_CONFIGS, WSCAP_CONFIGS, unsupported
+from repro.superneurons.arms import ARMS, PEAK_CONFIGS, WSCAP_CONFIGS, check_arm_names, unsupported
 from repro.superneurons.liveness import flatten_units
 from repro.superneurons.probe import (MIB, ProbeCache, ProbeSpec, largest_working_set_estimate, probe_fingerprint,
                                      run_isolated, run_probe)
@@ -129,9 +129,8 @@ def finish_cache(cache: ProbeCache, tags: dict) -> None:
 
 
 def _check_arms(arms, allowed, what):
-    unknown = [a for a in arms if a not in allowed]
-    if unknown:
-        raise ValueError(f"{what}: unknown arm(s) {unknown}; allowed: {list(allowed)}")
+    """Arms of ``allowed``, or today's alternatives (sac, amb_<v>: arms.py)."""
+    check_arm_names(arms, allowed, what)
 
 
 # ---- peak memory ------------------------------------------------------------------------------
@@ -157,10 +156,13 @@ class PeakParams(BenchParams):
         return int(self.workspace_cap_mib)
 
 
-def _network(net: dict) -> tuple[str, str, dict, int | None]:
-    unknown = set(net) - {"name", "model", "kw", "image_size"}
+def _network(net: dict, batch: bool = False) -> tuple[str, str, dict, int | None]:
+    """(name, model, kw, image_size) of a networks entry; ``batch``: the entry may carry its own
+    batch_size (peak_memory, throughput), read by _batch."""
+    unknown = set(net) - {"name", "model", "kw", "image_size"} - ({"batch_size"} if batch else set())
     if unknown or "model" not in net:
-        raise ValueError(f"networks entries need model (and optional name, kw, image_size); got {dict(net)}")
+        extra = ", batch_size" if batch else ""
+        raise ValueError(f"networks entries need model (and optional name, kw, image_size{extra}); got {dict(net)}")
     return net.get("name", net["model"]), net["model"], dict(net.get("kw") or {}), net.get("image_size")
 
 
@@ -170,12 +172,13 @@ def peak_memory(p: PeakParams, ctx: Context) -> Result:
     measured = ctx.device == "cuda"
     rows, cache = [], probe_cache(ctx)
     for net in p.networks:
-        name, model, kw, size = _network(net)
+        name, model, kw, size = _network(net, batch=True)
         cap = p.workspace_cap(model, kw, size) if set(p.configs) & set(WSCAP_CONFIGS) else None
         for config in p.configs:
             spec = p.spec(config, ctx, model=model, model_kw=kw, momentum_on_host="no",
                           pool_budget_bytes=p.pool_budget_bytes,
                           workspace_cap_mib=cap if config in WSCAP_CONFIGS else None)
+            spec.batch_size = net.get("batch_size", spec.batch_size)
             if size is not None:
                 spec.image_size = size
             r = p.probe(spec, ctx, cache)
@@ -444,6 +447,110 @@ class ThroughputParams(BenchParams):
     steps: int = 5
     rounds: int = 1  # every arm measured this many times, in reversed order every other round:
     # the metrics take each arm's median, the table keeps every round (its spread is the run's noise)
+    networks: list = field(default_factory=list)  # given: each network (name, model, kw, image_size,
+    # batch_size) at its own size instead of the bottleneck ResNet at two depths (throughput_networks)
+    matched: list = field(default_factory=list)  # arms ours is also run against at equal peak memory:
+    # ours' budget = that arm's measured dynamic peak (CUDA only)
+
+
+def _throughput_row(arm: str, rnd: int, r: dict, **where) -> dict:
+    plan, per_step = r.get("plan") or {}, r.get("per_step") or {}
+    return dict(arm=arm, **where, round=rnd + 1, fits=r["fits"], reason=r["reason"],
+                images_per_s=r.get("images_per_s"), step_s=r.get("step_s"), peak_bytes=r.get("peak_bytes"),
+                dynamic_bytes=r.get("dynamic_bytes"),
+                est_peak_bytes=(r.get("est_static_bytes") or 0) + (r.get("est_dynamic_bytes") or 0),
+                segments=plan.get("segments"), recomputed_segments=plan.get("recomputed"),
+                recomputed_units=plan.get("recomputed_units"), memory_centric=plan.get("memory_centric"),
+                speed_working_set=plan.get("speed_working_set"),
+                checkpoint_bytes=plan.get("est_checkpoints"), pool_budget_bytes=plan.get("pool_budget_bytes"),
+                peak_resident_bytes=(r.get("pool") or {}).get("peak_resident_bytes"), sgd=r.get("sgd"),
+                **{f"{k}_per_step": v for k, v in per_step.items()})
+
+
+def matched_budget(r: dict) -> float | None:
+    """Ours' dynamic-memory budget to match an arm's peak: the arm's measured dynamic peak (None where
+    nothing was measured: CPU, or the arm did not fit)."""
+    return float(r["dynamic_bytes"]) if r.get("fits") and r.get("dynamic_bytes") is not None else None
+
+
+def throughput_networks(p: ThroughputParams, ctx: Context) -> Result:
+    """Every arm on each network at its own size, side by side in one run: images/s and peak memory;
+    then, per arm of ``matched`` (torch.compile under activation_memory_budget), ours again with its
+    budget set to that arm's measured dynamic peak: the issue's comparison at equal peak memory.
+    Metrics per network: images_per_s_<net>_<arm>, peak_bytes_<net>_<arm>, speed_vs_<arm>_<net>
+    (ours / arm, same batch), speed_vs_<arm>_matched_<net> and peak_ratio_vs_<arm>_matched_<net>
+    (ours' peak / the arm's: at most ~1 for the speed ratio to be at equal peak), and over the
+    networks speed_vs_amb_matched_min (the smallest matched ratio over every network and amb arm)."""
+    _check_arms(p.matched, (), "matched")
+    bad = [a for a in p.matched if a not in p.arms or a == "ours"]
+    if bad or (p.matched and "ours" not in p.arms):
+        raise ValueError(f"matched: arms {bad or p.matched} must be in arms (with ours), not ours itself")
+    cap, rows, measured = p.cap_gib * GIB, [], ctx.device == "cuda"
+    metrics, matched_ratios = {}, []
+    for net in p.networks:
+        name, model, kw, size = _network(net, batch=True)
+
+        def spec(arm, **extra):
+            s = p.spec(arm, ctx, model=model, model_kw=kw, cap_bytes=cap, **extra)
+            s.batch_size, s.image_size = net.get("batch_size", s.batch_size), size or p.image_size
+            return s
+
+        results: dict[str, list] = {}
+        schedule = [(rnd, arm) for rnd in range(p.rounds) for arm in (p.arms[::-1] if rnd % 2 else p.arms)]
+        for rnd, arm in schedule:
+            r = p.probe(spec(arm), ctx)
+            ctx.log.info("throughput %s/%s (round %d): %s, %.1f images/s", name, arm, rnd + 1, r["reason"],
+                         r.get("images_per_s", float("nan")))
+            results.setdefault(arm, []).append(r)
+            rows.append(_throughput_row(arm, rnd, r, network=name, matched_to=None))
+        for target in p.matched:
+            budgets = [b for r in results[target] if (b := matched_budget(r)) is not None]
+            if not budgets:
+                ctx.log.info("throughput %s: no measured peak of %s to match (CPU, or it did not fit)", name, target)
+                continue
+            budget = min(budgets)  # the arm's lowest peak over rounds: ours gets no more than that
+            for rnd in range(p.rounds):
+                r = p.probe(spec("ours", budget_bytes=budget), ctx)
+                ctx.log.info("throughput %s/ours at %s's peak (%.3g GiB dynamic): %s, %.1f images/s", name, target,
+                             budget / GIB, r["reason"], r.get("images_per_s", float("nan")))
+                rows.append(_throughput_row("ours", rnd, r, network=name, matched_to=target))
+        table = pd.DataFrame(rows)
+        here = table[(table.network == name) & table.fits]
+
+        def median(arm, column, matched_to=None):
+            hit = here[(here.arm == arm) & (here.matched_to.isna() if matched_to is None
+                                            else here.matched_to == matched_to)][column].dropna()
+            return float(hit.median()) if len(hit) else None
+
+        for arm in p.arms:
+            if (v := median(arm, "images_per_s")) is not None:
+                metrics[f"images_per_s_{name}_{arm}"] = v
+            if (v := median(arm, "peak_bytes")) is not None:
+                metrics[f"peak_bytes_{name}_{arm}"] = v
+            ours, other = median("ours", "images_per_s"), median(arm, "images_per_s")
+            if arm != "ours" and ours is not None and other:
+                metrics[f"speed_vs_{arm}_{name}"] = ours / other
+        for target in p.matched:
+            ours, other = median("ours", "images_per_s", target), median(target, "images_per_s")
+            if ours is not None and other:
+                metrics[f"speed_vs_{target}_matched_{name}"] = ours / other
+                if target.startswith("amb_"):
+                    matched_ratios.append(ours / other)
+            peak_ours, peak_other = median("ours", "peak_bytes", target), median(target, "peak_bytes")
+            if peak_ours is not None and peak_other:
+                metrics[f"peak_ratio_vs_{target}_matched_{name}"] = peak_ours / peak_other
+    amb = [a for a in p.matched if a.startswith("amb_")]
+    if amb and len(matched_ratios) == len(amb) * len(p.networks):  # "on every network": needs every one
+        metrics["speed_vs_amb_matched_min"] = min(matched_ratios)
+    table = pd.DataFrame(rows)
+    if p.rounds > 1 and len(table[table.fits]):
+        fitted = table[table.fits].fillna({"matched_to": ""})
+        spread = fitted.groupby(["network", "arm", "matched_to"]).images_per_s.agg(lambda s: s.max() / s.min() - 1)
+        metrics["round_spread_max"] = float(spread.max())
+    tags = {"timing": "cuda" if measured else "cpu (smoke: code path only)",
+            "matched_peak": "ours at each matched arm's measured dynamic peak" if measured else
+            "not run: matching needs the CUDA allocator's measured peaks"}
+    return Result(metrics=metrics, tables={"throughput": table}, tags=tags)
 
 
 @experiment(params=ThroughputParams)
@@ -451,6 +558,10 @@ def throughput(p: ThroughputParams, ctx: Context) -> Result:
     _check_arms(p.arms, ARMS, "arms")
     if p.rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {p.rounds}")
+    if p.networks:
+        return throughput_networks(p, ctx)
+    if p.matched:
+        raise ValueError("matched needs networks (the bottleneck-ResNet mode compares at equal depth)")
     cap = p.cap_gib * GIB
     deep = p.checkpoint_depth_blocks
     if deep <= 0:
@@ -470,16 +581,7 @@ def throughput(p: ThroughputParams, ctx: Context) -> Result:
                            cap_bytes=cap), ctx)
         ctx.log.info("throughput %s at %d blocks (round %d): %s, %.1f images/s", arm, blocks, rnd + 1, r["reason"],
                      r.get("images_per_s", float("nan")))
-        plan, per_step = r.get("plan") or {}, r.get("per_step") or {}
-        rows.append(dict(arm=arm, blocks=blocks, round=rnd + 1, fits=r["fits"], reason=r["reason"],
-                         images_per_s=r.get("images_per_s"), step_s=r.get("step_s"), peak_bytes=r.get("peak_bytes"),
-                         est_peak_bytes=(r.get("est_static_bytes") or 0) + (r.get("est_dynamic_bytes") or 0),
-                         segments=plan.get("segments"), recomputed_segments=plan.get("recomputed"),
-                         recomputed_units=plan.get("recomputed_units"), memory_centric=plan.get("memory_centric"),
-                         speed_working_set=plan.get("speed_working_set"),
-                         checkpoint_bytes=plan.get("est_checkpoints"), pool_budget_bytes=plan.get("pool_budget_bytes"),
-                         peak_resident_bytes=(r.get("pool") or {}).get("peak_resident_bytes"), sgd=r.get("sgd"),
-                         **{f"{k}_per_step": v for k, v in per_step.items()}))
+        rows.append(_throughput_row(arm, rnd, r, blocks=blocks))
     table = pd.DataFrame(rows)
 
     def ips(arm, blocks):  # the median over rounds

@@ -141,3 +141,26 @@ def max_batch(run_dir: Path) -> Figure:
                     palette={"fits": "tab:green", "fails": "tab:red"}, s=40)
     search.set(xscale="log", xlabel="batch probed (log)", ylabel="", title="search probes")
     return finish(fig, "SuperNeurons largest batch", record, "memory_source", "timing")
+
+
+def throughput_networks(run_dir: Path) -> Figure:
+    """Today's alternatives beside ours, per network: images/s and peak memory of each arm side by side
+    (ours at a matched arm's peak as "ours@<arm>"), the matched speed ratios in the title."""
+    run_dir, record = open_run(run_dir)
+    table = pd.read_csv(run_dir / "throughput.csv")
+    matched = table.matched_to.fillna("") if "matched_to" in table else pd.Series("", index=table.index)
+    measured = "peak_bytes" in table and table.peak_bytes.notna().any()
+    peak = table.peak_bytes if measured else table.est_peak_bytes.where(table.est_peak_bytes > 0)
+    table = table.assign(arm=[a if not m else f"{a}@{m}" for a, m in zip(table.arm, matched)], peak_gib=peak / GIB)
+    fig = Figure(figsize=(11, 4.2))
+    speed, mem = fig.subplots(1, 2)
+    fitted = table[table.fits]
+    sns.barplot(fitted, x="network", y="images_per_s", hue="arm", ax=speed, estimator="median", errorbar=None)
+    sns.barplot(fitted, x="network", y="peak_gib", hue="arm", ax=mem, estimator="median", errorbar=None, legend=False)
+    ratios = {k: v for k, v in record.get("metrics", {}).items() if k.startswith("speed_vs_") and "_matched_" in k}
+    speed.set(ylabel="images (sequences) / s",
+              title=", ".join(f"{k.removeprefix('speed_vs_')} {v:.2f}x" for k, v in ratios.items())
+              or "matched-peak ratios: n/a (need CUDA peaks)")
+    mem.set(ylabel="peak GiB (CUDA allocator)" if measured else "peak GiB (liveness estimate; none for sac, amb)",
+            title="peak memory")
+    return finish(fig, "SuperNeurons vs today's alternatives", record, "timing", "matched_peak")

@@ -1,10 +1,12 @@
 """Liveness analysis: which tensors a training step keeps, how large they are, and the working set
 of every layer; the plan of :mod:`repro.superneurons.runtime` is made from this profile.
 
-Units. The runtime works on an ``nn.Sequential`` (nested Sequentials are flattened); every
-non-Sequential child is one *unit* (a layer, or a block such as a residual block, which is then
-treated as one layer). Models that are not Sequential, or hold ModuleList/ModuleDict children
-(not callable in sequence), are refused with :class:`UnsupportedModel`.
+Units. An ``nn.Sequential`` (nested Sequentials are flattened) has one *unit* per non-Sequential
+child (a layer, or a block such as a residual block, which is then treated as one layer); a bare
+ModuleList/ModuleDict child (no forward of its own, not callable in sequence) is refused with
+:class:`UnsupportedModel`. Any other model is cut into units from its ``torch.fx`` graph
+(:mod:`repro.superneurons.units`). The profile refuses units that return no tensor or update a
+buffer other than batch-norm's statistics.
 
 Largest single-layer working set. For unit i with input bytes ``in_i``, output bytes ``out_i``,
 bytes of the tensors autograd saves for its backward ``saved_i`` (unique storages, parameters
@@ -76,7 +78,7 @@ def flatten_units(model: nn.Module) -> list[tuple[str, nn.Module]]:
             full = f"{prefix}.{name}" if prefix else name
             if isinstance(child, nn.Sequential):
                 walk(full, child)
-            elif isinstance(child, (nn.ModuleList, nn.ModuleDict)):
+            elif isinstance(child, (nn.ModuleList, nn.ModuleDict)) and type(child).forward is nn.Module.forward:
                 raise UnsupportedModel(f"{full} is a {type(child).__name__}, which is not callable in sequence; "
                                        "put it inside a block module with its own forward()")
             else:
@@ -90,17 +92,23 @@ def flatten_units(model: nn.Module) -> list[tuple[str, nn.Module]]:
 
 def is_expensive(module: nn.Module) -> bool:
     """Conv / linear layers, and blocks containing one (their outputs are checkpoints); the rest
-    (BN, activations, pooling, dropout, reshapes) is cheap to recompute."""
+    (BN, activations, pooling, dropout, reshapes) is cheap to recompute. A traced unit
+    (:class:`repro.superneurons.units.GraphUnit`) says so itself (matmuls count too)."""
+    if getattr(module, "sn_expensive", False):
+        return True
     return any(isinstance(m, EXPENSIVE) for m in module.modules())
 
 
 def is_stochastic(module: nn.Module) -> bool:
+    if getattr(module, "sn_stochastic", False):
+        return True
     return any(isinstance(m, (_DropoutNd, nn.RReLU)) for m in module.modules())
 
 
 def mutates_input(module: nn.Module) -> bool:
-    """True for in-place layers (e.g. ReLU(inplace=True)) that overwrite the tensor they are given."""
-    return bool(getattr(module, "inplace", False))
+    """True for in-place layers (e.g. ReLU(inplace=True)) that overwrite the tensor they are given, and
+    traced units with an in-place op on their input or a view of it."""
+    return bool(getattr(module, "inplace", False) or getattr(module, "sn_mutates_input", False))
 
 
 def tensor_bytes(t: torch.Tensor) -> int:
@@ -144,6 +152,9 @@ class UnitProfile:
     in_saved_bytes: int = 0  # of saved_bytes, the input storage (0: the unit does not save its input)
     transient_bytes: int = 0  # measured backward temporaries beyond the working set (GPU; module docstring)
     forward_bytes: int = 0  # measured forward peak above what was alive before it (GPU; 0: not measured)
+    # every non-parameter tensor autograd packs, in order: (its bytes, its storage's bytes, the storage's
+    # index among the unit's storages); what the tensor pool receives (pool_split)
+    packed: tuple = ()
 
     @property
     def working_set(self) -> int:
@@ -160,6 +171,20 @@ class UnitProfile:
         it saves besides its input, and its output."""
         return max(self.forward_bytes, self.saved_bytes - self.in_saved_bytes + self.out_bytes)
 
+    def pool_split(self, min_offload_bytes: int) -> tuple[int, list[int]]:
+        """How the runtime's saved-tensor hooks split this unit's saved tensors when they go through the
+        pool: (bytes that stay on the device, the storages of tensors under ``min_offload_bytes``; the
+        bytes of each tensor put into the pool). A storage packed twice is put twice, and comes back
+        as two copies."""
+        small = {k: storage for nbytes, storage, k in self.packed if nbytes < min_offload_bytes}
+        return sum(small.values()), [nbytes for nbytes, _, _ in self.packed if nbytes >= min_offload_bytes]
+
+    def pool_need(self, min_offload_bytes: int) -> int:
+        """The backward need with every poolable saved tensor offloaded: what stays, and one copy of
+        each tensor the pool gives back, in place of the saved bytes."""
+        resident, offloaded = self.pool_split(min_offload_bytes)
+        return self.need - self.saved_bytes + resident + sum(offloaded)
+
 
 class _SavedCounter:
     """saved_tensors_hooks that sum the bytes of the unique non-parameter storages autograd saves."""
@@ -167,11 +192,15 @@ class _SavedCounter:
     def __init__(self, param_storages: set[int]):
         self.param_storages = param_storages
         self.storages: dict[int, int] = {}
+        self.packed: list[tuple[int, int, int]] = []  # (tensor bytes, storage bytes, storage index)
+        self._index: dict[int, int] = {}
 
     def pack(self, t: torch.Tensor):
         ptr = t.untyped_storage().data_ptr()
         if ptr not in self.param_storages:
             self.storages[ptr] = max(self.storages.get(ptr, 0), t.untyped_storage().nbytes())
+            index = self._index.setdefault(ptr, len(self._index))
+            self.packed.append((tensor_bytes(t), t.untyped_storage().nbytes(), index))
         return t
 
     @property
@@ -180,7 +209,9 @@ class _SavedCounter:
 
 
 def _signature(module: nn.Module, x: torch.Tensor) -> tuple:
-    return (repr(module), tuple(x.shape), x.dtype, module.training)
+    # a traced unit's code says what it computes (its repr lists only its submodules)
+    return (repr(module), getattr(module, "code", None), tuple(x.shape), x.dtype, module.training,
+            torch.is_autocast_enabled(x.device.type))
 
 
 def _sync(device: torch.device) -> None:
@@ -207,10 +238,35 @@ def _backward_transient(module: nn.Module, leaf: torch.Tensor, out: torch.Tensor
     return max(0, torch.cuda.max_memory_allocated(device) - base - modelled)
 
 
+def _buffer_versions(module: nn.Module) -> list:
+    """(name, buffer, version) of the buffers a unit may update other than batch-norm's statistics."""
+    return [(f"{mname}.{bname}" if mname else bname, b, b._version)
+            for mname, mod in module.named_modules() if not isinstance(mod, _BatchNorm)
+            for bname, b in mod.named_buffers(recurse=False)]
+
+
+def _check_unit(name: str, module: nn.Module, out, versions: list) -> None:
+    """Refuse a unit the runtime cannot run: one whose output is not a tensor (nn.LSTM's tuple as a
+    unit of a Sequential), or that updates a buffer in place (recomputation would update it twice)."""
+    if not isinstance(out, torch.Tensor):
+        raise UnsupportedModel(
+            f"unit {name} ({type(module).__name__}) returns {type(out).__name__}, not one tensor; the runtime "
+            "passes one tensor between units: put it in a block whose forward returns a tensor (e.g. "
+            "`out, _ = self.lstm(x)`), or give the runtime a traceable model (not a Sequential) and it "
+            "keeps the tuple inside one unit")
+    changed = [bname for bname, b, version in versions if b._version != version]
+    if changed:
+        raise UnsupportedModel(
+            f"unit {name} ({type(module).__name__}) updates buffer(s) {', '.join(changed)} in place in "
+            "forward; recomputation would update them a second time (batch-norm statistics are handled, "
+            "other stateful buffers are not)")
+
+
 def profile_units(units: list[tuple[str, nn.Module]], x: torch.Tensor) -> list[UnitProfile]:
     """Profile every unit on input ``x`` (the real batch shape); see the module docstring."""
     device = x.device
     cache: dict[tuple, tuple] = {}
+    mutating: set[tuple] = set()  # signatures of units that write their input in place
     profiles = []
     param_storages = {p.untyped_storage().data_ptr() for _, m in units for p in m.parameters()}
     fork_devices = [device] if device.type == "cuda" else []
@@ -219,24 +275,37 @@ def profile_units(units: list[tuple[str, nn.Module]], x: torch.Tensor) -> list[U
         a = x.detach()
         for i, (name, m) in enumerate(units):
             key = _signature(m, a)
+            if key in mutating:
+                m.sn_mutates_input = True
             inp = a.clone() if mutates_input(m) else a
             if key in cache:
+                versions = _buffer_versions(m)
                 with torch.no_grad():
                     out = m(inp)
-                saved, out_bytes, seconds, in_saved, out_saved, passes_on, transient, forward = cache[key]
+                _check_unit(name, m, out, versions)
+                saved, out_bytes, seconds, in_saved, out_saved, passes_on, transient, forward, packed = cache[key]
             else:
                 counter = _SavedCounter(param_storages)
                 leaf = a.detach().requires_grad_(a.is_floating_point())
-                inp = leaf.clone() if mutates_input(m) else leaf
+                # a copy, so that a block writing its input in place (which no flag says) does not
+                # write the leaf (autograd refuses that); found by its version counter, and marked
+                inp = leaf.clone() if leaf.requires_grad or mutates_input(m) else leaf
+                version = inp._version
                 _sync(device)
                 if device.type == "cuda":
                     before = torch.cuda.memory_allocated(device)
                     torch.cuda.reset_peak_memory_stats(device)
+                versions = _buffer_versions(m)
                 start = time.perf_counter()
                 with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(counter.pack, lambda t: t):
                     out = m(inp)
                 _sync(device)
                 seconds = time.perf_counter() - start
+                _check_unit(name, m, out, versions)
+                if inp._version != version and not mutates_input(m):
+                    m.sn_mutates_input = True  # see mutates_input: the runtime hands it a copy too
+                if mutates_input(m):
+                    mutating.add(key)
                 forward = torch.cuda.max_memory_allocated(device) - before if device.type == "cuda" else 0
                 in_ptr, out_ptr = inp.untyped_storage().data_ptr(), out.untyped_storage().data_ptr()
                 saved, out_bytes = counter.total, tensor_bytes(out)
@@ -245,11 +314,13 @@ def profile_units(units: list[tuple[str, nn.Module]], x: torch.Tensor) -> list[U
                 transient = 0
                 if device.type == "cuda":
                     transient = _backward_transient(m, leaf, out, out_bytes + tensor_bytes(a) + param_bytes(m))
-                cache[key] = (saved, out_bytes, seconds, in_saved, out_saved, passes_on, transient, forward)
+                packed = tuple(counter.packed)
+                cache[key] = (saved, out_bytes, seconds, in_saved, out_saved, passes_on, transient, forward, packed)
                 del counter, leaf, inp
             profiles.append(UnitProfile(i, name, type(m).__name__, is_expensive(m), tensor_bytes(a), out_bytes, saved,
                                         param_bytes(m), seconds, shared_in_bytes=min(carry, in_saved),
-                                        in_saved_bytes=in_saved, transient_bytes=transient, forward_bytes=forward))
+                                        in_saved_bytes=in_saved, transient_bytes=transient, forward_bytes=forward,
+                                        packed=packed))
             carry = max(carry, out_saved) if passes_on else out_saved
             a = out.detach()
     return profiles

@@ -51,7 +51,7 @@ import torch
 
 from repro.data.synthetic import synthetic_batch
 from repro.models import build_model, get_entry
-from repro.superneurons.arms import ARMS, PEAK_CONFIGS, Arm, Optim
+from repro.superneurons.arms import ARMS, PEAK_CONFIGS, Arm, Optim, check_arm_names
 from repro.superneurons.liveness import flatten_units, largest_working_set, param_bytes, profile_units
 
 RESULT_PREFIX = "PROBE_RESULT "
@@ -95,6 +95,7 @@ class ProbeSpec:
     steps: int = 2  # timed steps
     plan_margin: float = 0.125  # share of the cap the runtime's plan leaves free (see the module docstring)
     pool_budget_bytes: float | None = None  # ablation configs: resident pool bytes
+    budget_bytes: float | None = None  # ours: this dynamic-memory budget instead of the cap's (matched-peak runs)
     workspace_cap_mib: int | None = None  # cuDNN workspace cap (WSCAP_ENV) of an isolated probe
     lookahead: int = 2
     max_inflight_bytes: float = 512 * 2**20  # GPU memory of offloads still copying before forward waits
@@ -106,8 +107,9 @@ class ProbeSpec:
     seed: int = 0
 
     def __post_init__(self):
-        if self.arm not in ARMS + PEAK_CONFIGS:
-            raise ValueError(f"unknown arm {self.arm!r}; known: {', '.join(dict.fromkeys(ARMS + PEAK_CONFIGS))}")
+        check_arm_names([self.arm], tuple(dict.fromkeys(ARMS + PEAK_CONFIGS)), "probe")
+        if self.budget_bytes is not None and self.arm != "ours":
+            raise ValueError(f"budget_bytes is ours' memory budget; arm {self.arm!r} has none")
         if self.momentum_on_host not in ("auto", "yes", "no"):
             raise ValueError(f"momentum_on_host must be auto, yes or no, got {self.momentum_on_host!r}")
         if self.steps < 1 or self.warmup < 1:
@@ -193,12 +195,19 @@ def run_probe(spec: ProbeSpec) -> dict:
             model = build_model(spec.model, spec.num_classes, **spec.model_kw)
         size = spec.image_size or get_entry(spec.model).input_size
         classes = spec.num_classes or get_entry(spec.model).num_classes
-        x, y = synthetic_batch(spec.batch_size, image_size=size, num_classes=classes, seed=spec.seed, device=device)
+        if get_entry(spec.model).tokens:  # a language model: token ids in, next-token targets
+            gen = torch.Generator(device=device).manual_seed(spec.seed)
+            x, y = (torch.randint(0, classes, (spec.batch_size, size), generator=gen, device=device) for _ in "xy")
+        else:
+            x, y = synthetic_batch(spec.batch_size, image_size=size, num_classes=classes, seed=spec.seed,
+                                   device=device)
         params = param_bytes(model)
         host_momentum = _momentum_on_host(spec, params)
         static_est = params * (1 if host_momentum else 2)
         budget = None if spec.cap_bytes is None else \
             max(0.0, spec.cap_bytes - static_est - spec.plan_margin * spec.cap_bytes)
+        if spec.budget_bytes is not None:
+            budget = spec.budget_bytes
         arm = Arm(spec.arm, model, Optim(spec.lr, spec.momentum, spec.weight_decay), memory_budget_bytes=budget,
                   pool_budget_bytes=spec.pool_budget_bytes, lookahead=spec.lookahead,
                   momentum_on_host=host_momentum, max_inflight_bytes=spec.max_inflight_bytes,
@@ -208,7 +217,7 @@ def run_probe(spec: ProbeSpec) -> dict:
             out["plan"] = arm.runtime.plan.summary()
             out["sgd"] = arm.sgd_placement
         else:
-            profiles = profile_units(arm.units, x) if (not cuda or spec.arm == "save_on_cpu") else None
+            profiles = profile_units(arm.ensure_units(x), x) if (not cuda or spec.arm == "save_on_cpu") else None
         out.update(params_bytes=params, momentum_on_host=host_momentum)
         if profiles is not None:
             out.update(largest_working_set=largest_working_set(profiles).working_set,

@@ -30,7 +30,12 @@ Plan. Each segment is either *kept* (runs under ordinary autograd, its saved ten
 - checkpoints go to the tensor pool, which keeps ``pool_budget_bytes`` of them resident (default:
   what the memory budget leaves after the rest of the plan) and offloads the rest; when pool is on
   and recompute is off, the kept segments' saved activations go through the pool instead
-  (saved-tensor hooks), parameters never.
+  (saved-tensor hooks), parameters never, nor tensors under ``min_offload_bytes`` (they stay on the
+  device, and the estimate counts them there whatever the pool's budget).
+The estimate bounds the step's dynamic peak (tests/superneurons/test_replay.py replays steps under a
+storage tracker). A plan whose estimate is over ``memory_budget_bytes`` raises BudgetUnreachable
+with the estimate, its parts and the budget, or with ``over_budget="warn"`` warns (BudgetWarning)
+and runs (the experiments' "ours" arm: its probe's cap decides what fits).
 Backward of a recomputed segment prefetches the checkpoints of the ``prefetch_lookahead`` segments
 before it, each only where it fits the room the plan leaves every segment it will be alive in
 (under the memory budget; without one, under the plan's peak without prefetches), so that a
@@ -50,8 +55,9 @@ is outside the runtime: cuDNN picks algorithms itself; ``workspace_bytes`` is th
 estimate counts next to the working set (the cap set through ``CUDNN_CONV_WSCAP_DBG``, see
 probe.py).
 
-Not supported (raises or documented): models that are not nn.Sequential-structured; units with
-several inputs/outputs; parameters used twice (with SGDInBackward). Evaluation (no grad or eval
+Not supported (refused before the first step, see units.py): models torch.fx cannot trace, with
+several inputs, or a unit with a tuple output or stateful buffers; parameters used twice (with
+SGDInBackward). Evaluation (no grad or eval
 mode) runs the model unchanged.
 """
 
@@ -59,6 +65,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 import weakref
 from dataclasses import dataclass, field
 
@@ -68,11 +75,14 @@ import torch.nn as nn
 from repro.superneurons.liveness import (UnitProfile, flatten_units, frozen_batchnorm_stats, is_stochastic,
                                          largest_need, largest_working_set, mutates_input, profile_units,
                                          saved_bytes_between)
+from repro.superneurons.recompute import ForwardState, autocast_state
 from repro.superneurons.tensor_pool import TensorPool
+from repro.superneurons.units import find_units, trace
 from repro.train.hooks import TrainHooks
 
 RECOMPUTE_MODES = ("off", "auto", "all")
 STRATEGIES = ("auto", "speed", "memory")
+OVER_BUDGET = ("error", "warn")
 ALLOWANCE_STEP = math.sqrt(2)  # growth of the working-set allowance between merge attempts
 
 
@@ -87,12 +97,15 @@ class RuntimeConfig:
     min_offload_bytes: int = 1 << 20  # smaller saved tensors are not worth a copy (pool without recompute)
     max_inflight_bytes: float = 512 * 2**20  # GPU memory held by offloads still copying
     workspace_bytes: float = 0.0  # convolution workspace counted next to the working set (0: not modelled)
+    over_budget: str = "error"  # a plan estimated over memory_budget_bytes: "error" (BudgetUnreachable) | "warn"
 
     def __post_init__(self):
         if self.recompute not in RECOMPUTE_MODES:
             raise ValueError(f"recompute must be one of {RECOMPUTE_MODES}, got {self.recompute!r}")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
+        if self.over_budget not in OVER_BUDGET:
+            raise ValueError(f"over_budget must be one of {OVER_BUDGET}, got {self.over_budget!r}")
         if self.prefetch_lookahead < 0:
             raise ValueError(f"prefetch_lookahead must be >= 0, got {self.prefetch_lookahead}")
         for name in ("pool_budget_bytes", "memory_budget_bytes", "workspace_bytes"):
@@ -312,8 +325,27 @@ def _prefetch_peak(segments: list[Segment], needs: list[int], held: list[float])
     return peak
 
 
+def _pooled_saved(segments: list[Segment], profiles, min_offload: int) -> tuple[int, list[int], list[int]]:
+    """Kept segments' saved tensors through the pool (the hooks of _saved_tensor_hooks): the bytes that
+    stay on the device (tensors under ``min_offload``), the bytes of each tensor put into the pool, and
+    per segment its largest unit need with its poolable tensors offloaded (pool_need; 0 for a
+    recomputed segment)."""
+    resident, offloaded, needs = 0, [], []
+    for s in segments:
+        if s.recompute:
+            needs.append(0)
+            continue
+        for i in s.units:
+            stays, put = profiles[i].pool_split(min_offload)
+            resident += stays
+            offloaded += put
+        needs.append(max(profiles[i].pool_need(min_offload) for i in s.units))
+    return resident, offloaded, needs
+
+
 def estimate(segments: list[Segment], profiles: list[UnitProfile], pool_budget: float, pool_saved: bool,
-             lookahead: int, inflight: float = 0.0, workspace: float = 0.0, ceiling: float | None = None) -> dict:
+             lookahead: int, inflight: float = 0.0, workspace: float = 0.0, ceiling: float | None = None,
+             min_offload: int = 0) -> dict:
     """Liveness estimate of the dynamic peak of a plan (bytes); ``inflight``: offload copies in flight,
     ``workspace``: convolution workspace next to the working set, where the profile did not measure
     it (on the GPU it is in the units' transients). The peak is a segment's backward: the kept saved
@@ -322,17 +354,30 @@ def estimate(segments: list[Segment], profiles: list[UnitProfile], pool_budget: 
     the checkpoints being prefetched meanwhile. Prefetches: with ``ceiling`` None, room for the
     ``lookahead`` largest checkpoints next to the largest need (a reservation, for budgeting); else
     as the runtime issues them (prefetch_schedule) within the rooms that ``ceiling`` (the plan's
-    limit; never below its peak without prefetches) leaves each segment."""
+    limit; never below its peak without prefetches) leaves each segment.
+
+    ``pool_saved`` (kept segments' saved tensors through the pool): tensors under ``min_offload`` bytes
+    never enter the pool and stay on the device (counted resident, whatever the pool's budget); of the
+    rest the pool keeps up to ``pool_budget`` bytes. Where it offloads, a unit's backward holds one
+    copy of each tensor it gets back (pool_need: a storage packed twice comes back twice), and each
+    unpack prefetches the ``lookahead`` tensors packed before it, with no room check: the largest
+    ``lookahead`` offloaded tensors count on top."""
     kept = _kept_saved(segments, profiles)
     checkpoints = [_checkpoint(s, profiles) for s in segments if s.recompute]
     resident_ckpt = min(sum(checkpoints), pool_budget)
-    offloading = resident_ckpt < sum(checkpoints) or (pool_saved and pool_budget < kept)
-    if pool_saved:
-        kept = min(kept, pool_budget)
-    inflight = inflight if offloading else 0.0
     needs = _segment_needs(segments, profiles)
-    est = dict(kept_saved=kept, checkpoints=sum(checkpoints), resident_checkpoints=resident_ckpt, prefetched=0.0,
-               inflight=inflight, working=max(needs + [largest_need(profiles)]),
+    saved_offloading, saved_prefetch = False, 0.0
+    if pool_saved:
+        stays, poolable, pool_needs = _pooled_saved(segments, profiles, min_offload)
+        saved_offloading = pool_budget < sum(poolable)
+        kept = min(kept, stays + min(sum(poolable), pool_budget))
+        if saved_offloading:
+            needs = [max(a, b) for a, b in zip(needs, pool_needs)]
+            saved_prefetch = float(sum(sorted(poolable)[-lookahead:])) if lookahead else 0.0
+    offloading = resident_ckpt < sum(checkpoints) or saved_offloading
+    inflight = inflight if offloading else 0.0
+    est = dict(kept_saved=kept, checkpoints=sum(checkpoints), resident_checkpoints=resident_ckpt,
+               prefetched=saved_prefetch, inflight=inflight, working=max(needs + [largest_need(profiles)]),
                workspace=_unmeasured_workspace(profiles, workspace))
     if lookahead and resident_ckpt < sum(checkpoints):
         if ceiling is None:
@@ -455,6 +500,38 @@ def _auto_plan(segments: list[Segment], profiles, cfg: RuntimeConfig, budget: fl
     return best
 
 
+class BudgetUnreachable(ValueError):
+    """The best plan's estimated dynamic peak is over ``memory_budget_bytes`` (RuntimeConfig.over_budget)."""
+
+
+def _bytes(n: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.4g} {unit}"
+    return f"{n:.0f} B"
+
+
+def _over_budget(est: dict, budget: float, cfg: RuntimeConfig) -> None:
+    """A plan over its budget: raise BudgetUnreachable, or warn (``over_budget="warn"``), with the numbers."""
+    parts = ", ".join(f"{k} {_bytes(est[k])}" for k in ("kept_saved", "resident_checkpoints", "working", "prefetched",
+                                                         "inflight", "workspace") if est[k])
+    hint = "use recompute='auto', " if cfg.recompute == "off" else ""
+    message = (f"memory budget unreachable: the best plan (recompute={cfg.recompute!r}, pool={cfg.pool}) is "
+               f"estimated at {_bytes(est['peak_dynamic'])} of dynamic memory ({parts}), over the budget of "
+               f"{_bytes(budget)} (memory_budget_bytes={budget:.0f}); 'working' is the largest segment's or "
+               f"unit's backward need, which no plan goes below. Raise the budget, {hint}or set "
+               "over_budget='warn' to run this plan anyway")
+    if cfg.over_budget == "warn":
+        message = message[:message.index(" Raise the budget")] + " Running it anyway (over_budget='warn')."
+        warnings.warn(message, BudgetWarning, stacklevel=4)
+    else:
+        raise BudgetUnreachable(message)
+
+
+class BudgetWarning(UserWarning):
+    """A plan over its memory budget, run anyway (RuntimeConfig.over_budget="warn")."""
+
+
 def make_plan(units, profiles: list[UnitProfile], cfg: RuntimeConfig, copies: bool = True) -> Plan:
     """``copies``: the pool really copies (CUDA); on the CPU it is a pass-through with nothing in flight."""
     segments = cut_segments(units, profiles)
@@ -481,36 +558,22 @@ def make_plan(units, profiles: list[UnitProfile], cfg: RuntimeConfig, copies: bo
         held = resident["checkpoints"] + (resident["kept_saved"] if pool_saved else 0)
         pool_budget = budget - resident["peak_dynamic"] + held
     else:
-        rest = estimate(segments, profiles, 0.0, pool_saved, cfg.prefetch_lookahead, inflight, cfg.workspace_bytes)
+        rest = estimate(segments, profiles, 0.0, pool_saved, cfg.prefetch_lookahead, inflight, cfg.workspace_bytes,
+                        min_offload=cfg.min_offload_bytes)
         pool_budget = max(0.0, budget - rest["peak_dynamic"])
     # prefetches in backward may fill what the memory budget leaves, and without one, only what no
     # segment's backward needs (they never raise the plan's peak)
     ceiling = 0.0 if budget == math.inf else budget
     lookahead = cfg.prefetch_lookahead if cfg.pool else 0
     est = estimate(segments, profiles, pool_budget, pool_saved, lookahead, inflight if cfg.pool else 0.0,
-                   cfg.workspace_bytes, ceiling=ceiling)
+                   cfg.workspace_bytes, ceiling=ceiling, min_offload=cfg.min_offload_bytes)
+    if est["peak_dynamic"] > budget:
+        _over_budget(est, budget, cfg)
     rooms = _rooms(segments, _segment_needs(segments, profiles), est, ceiling)
     kept = _kept_saved(segments, profiles)
     speed = [_seg_speed_ws(s, profiles) for s in segments if s.recompute and s.strategy == "speed"]
     return Plan(segments, profiles, pool_budget, est, offload_saved=pool_saved and pool_budget < kept,
                 speed_working_set=max(speed + [largest]), prefetch_rooms=rooms)
-
-
-@contextlib.contextmanager
-def _rng_restored(state, device: torch.device):
-    if state is None:
-        yield
-        return
-    devices = [device] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        torch.set_rng_state(state[0])
-        if state[1] is not None:
-            torch.cuda.set_rng_state(state[1], device)
-        yield
-
-
-def _rng_state(device: torch.device):
-    return torch.get_rng_state(), (torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
 
 
 class _RecomputedSegment(torch.autograd.Function):
@@ -523,7 +586,7 @@ class _RecomputedSegment(torch.autograd.Function):
     def forward(ctx, runtime: "SuperNeuronsModel", index: int, x: torch.Tensor, anchor: torch.Tensor):
         seg = runtime.plan.segments[index]
         ctx.runtime, ctx.index = runtime, index
-        ctx.rng = _rng_state(x.device) if seg.stochastic else None
+        ctx.state = ForwardState.capture(x.device, seg.stochastic)
         first_mutates = mutates_input(seg.modules[0])
         ctx.handle = runtime.pool.put(x.clone() if first_mutates else x)
         runtime._order.append(weakref.ref(ctx.handle))
@@ -544,9 +607,9 @@ class _RecomputedSegment(torch.autograd.Function):
         need_x = ctx.needs_input_grad[2]
         with torch.enable_grad(), frozen_batchnorm_stats(seg.modules):
             if seg.strategy == "speed":
-                grad_x = _backward_speed(seg, x, grad_y, need_x, ctx.rng)
+                grad_x = _backward_speed(seg, x, grad_y, need_x, ctx.state)
             else:
-                grad_x = _backward_memory(seg, x, grad_y, need_x, ctx.rng)
+                grad_x = _backward_memory(seg, x, grad_y, need_x, ctx.state)
         ctx.handle = None  # frees the pool entry
         if x.is_cuda:
             runtime._mark_backward_exit(ctx.index, x.device)
@@ -585,9 +648,9 @@ def _leaf(a: torch.Tensor, need: bool, module: nn.Module):
     return leaf, (leaf.clone() if mutates_input(module) else leaf)
 
 
-def _backward_speed(seg: Segment, x, grad_y, need_x: bool, rng):
+def _backward_speed(seg: Segment, x, grad_y, need_x: bool, state: ForwardState):
     leaf, inp = _leaf(x, need_x, seg.modules[0])
-    with _rng_restored(rng, x.device):
+    with state.restored(x.device):
         root = _grad_root(seg.run(inp), [grad_y])
     del inp
     if root is not None:
@@ -595,10 +658,10 @@ def _backward_speed(seg: Segment, x, grad_y, need_x: bool, rng):
     return leaf.grad if need_x else None
 
 
-def _backward_memory(seg: Segment, x, grad_y, need_x: bool, rng):
+def _backward_memory(seg: Segment, x, grad_y, need_x: bool, state: ForwardState):
     box = [grad_y]  # the gradient flowing down, handed from step to step with no other reference
     for start, stop in reversed(memory_steps(seg)):
-        with _rng_restored(rng, x.device):
+        with state.restored(x.device):
             with torch.no_grad():
                 a = x.clone() if start > 0 and mutates_input(seg.modules[0]) else x
                 a = seg.run(a, stop=start)
@@ -622,7 +685,11 @@ class SuperNeuronsModel(nn.Module):
         super().__init__()
         self.model = model
         self.config = config or RuntimeConfig()
-        self.units = flatten_units(model)
+        # a Sequential's units now; any other model is traced now (what fx cannot capture is refused
+        # here) and cut into units on the first training input (cuts only where a tensor flows)
+        self.units = flatten_units(model) if isinstance(model, nn.Sequential) else None
+        if self.units is None:
+            trace(model)
         self.plan: Plan | None = None
         self.pool: TensorPool | None = None
         self._plan_key = None
@@ -638,17 +705,25 @@ class SuperNeuronsModel(nn.Module):
 
     def prepare(self, x: torch.Tensor) -> Plan:
         """Profile on ``x``'s shape and make the plan (done by the first training forward)."""
+        if not isinstance(self.model, nn.Sequential):  # traced at this input's device and training mode
+            self.units = find_units(self.model, x)
         profiles = profile_units(self.units, x)
         self.plan = make_plan(self.units, profiles, self.config, copies=x.is_cuda)
         self.pool = TensorPool(x.device, self.plan.pool_budget_bytes, self.config.max_inflight_bytes)
         self._anchor = torch.empty(0, device=x.device, requires_grad=True)
-        self._plan_key = (tuple(x.shape), x.dtype, x.device)
+        self._plan_key = self._key(x)
         return self.plan
+
+    @staticmethod
+    def _key(x: torch.Tensor) -> tuple:
+        """What the plan depends on: the input's shape, dtype, device, and the autocast state (under
+        bf16 autocast activations are half the size)."""
+        return tuple(x.shape), x.dtype, x.device, autocast_state(x.device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not (self.training and torch.is_grad_enabled()):
             return self.model(x)
-        if self._plan_key != (tuple(x.shape), x.dtype, x.device):
+        if self._plan_key != self._key(x):
             self.prepare(x)
         self._order = []
         self.memory_marks = {}

@@ -1,0 +1,58 @@
+"""GPU twins of test_any_model's gradient tests (skipped without CUDA; run with
+``pytest -m gpu tests/superneurons``): the same ordinary nn.Modules (ViT, GPT decoder, DenseNet,
+torchvision-style ResNet, LSTM) at a realistic small size (any_models.GPU, batch 8), every kind of
+plan with real offloads to pinned host memory and prefetches on the side stream, in fp32 and under
+bf16 autocast. Gradients, losses and batch-norm statistics equal plain autograd's to the GPU's own
+noise floor (plain against plain from the same init: atomics in some backward kernels) or the CPU
+tests' tolerance, whichever is larger."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from any_models import ANY, GPU
+from sn_helpers import max_rel_diff
+from test_any_model import CONFIGS, TOLERANCE, one_step
+from repro.superneurons.runtime import RuntimeConfig
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+BATCH = 8
+
+
+@pytest.fixture(autouse=True)
+def deterministic():
+    prev = torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    yield
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = prev
+
+
+def _noise_floor(name, dtype) -> float:
+    """Plain autograd against itself (two runs from the same init and RNG): the GPU's rounding noise."""
+    plain = RuntimeConfig(recompute="off", pool=False)
+    a, _, _, _ = one_step(name, plain, dtype, "cuda", steps=1, sizes=GPU, batch=BATCH)
+    b, _, _, _ = one_step(name, plain, dtype, "cuda", steps=1, sizes=GPU, batch=BATCH)
+    return max_rel_diff([p.grad for p in a.parameters()], [p.grad for p in b.parameters()])
+
+
+@pytest.mark.parametrize("dtype", [None, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("config", list(CONFIGS))
+@pytest.mark.parametrize("name", list(ANY))
+def test_gradients_equal_plain_on_the_gpu(name, config, dtype):
+    ref, model, wrapped, (loss_ref, loss) = one_step(name, CONFIGS[config], dtype, "cuda", steps=2, sizes=GPU,
+                                                     batch=BATCH)
+    torch.cuda.synchronize()
+    floor = _noise_floor(name, dtype)
+    tol = max(10 * floor, TOLERANCE[dtype])
+    diff = max_rel_diff([p.grad for p in ref.parameters()], [p.grad for p in model.parameters()])
+    print(name, config, dtype, "max rel diff", diff, "plain vs plain", floor)
+    assert torch.allclose(loss, loss_ref, rtol=tol, atol=1e-5)
+    assert all(p.grad is not None for p in model.parameters())
+    assert diff <= tol
+    for b_ref, b in zip(ref.buffers(), model.buffers()):  # BN running statistics: updated once per step
+        assert torch.allclose(b_ref.float(), b.float(), rtol=1e-4, atol=1e-5)
+    stats = wrapped.pool.stats
+    if config in ("speed", "memory", "pool_saved"):  # pool budget 0: every pooled tensor really leaves
+        assert stats.offloads > 0 and stats.prefetches > 0 and stats.pinned_bytes > 0
+    assert len(wrapped.pool) == 0
