@@ -170,3 +170,23 @@ def test_airbench_recipe_trains_and_resumes_with_lookahead(data, tmp_path):
     for key in sa:
         assert torch.equal(sa[key], sb[key]), key
     assert straight.history.test_top1.tolist() == resumed.history.test_top1.tolist()
+
+
+def test_fingerprint_unchanged_at_defaults_and_changed_by_an_option():
+    """A checkpoint written before these options existed still resumes (its fingerprint covered the
+    fields below only); setting an option makes it refuse such a checkpoint."""
+    import hashlib
+    import json
+
+    from repro.train.trainer import _fingerprint
+
+    model, hooks, cfg = _net(), TrainHooks(), TrainConfig()
+    legacy = ("epochs", "batch_size", "lr", "momentum", "weight_decay", "nesterov", "schedule", "warmup_epochs",
+              "label_smoothing", "augment", "eval_flip", "precision", "channels_last")
+    arch = [(k, list(v.shape)) for k, v in model.state_dict().items()]
+    blob = json.dumps({"cfg": {k: getattr(cfg, k) for k in legacy}, "seed": 0, "arch": arch,
+                       "hooks": type(hooks).__qualname__, "n": [10, 5]}, sort_keys=True)
+    assert _fingerprint(cfg, 0, model, hooks, 10, 5) == hashlib.sha256(blob.encode()).hexdigest()
+    for change in ({"lookahead_every": 5}, {"freeze": {"whiten.bias": 1}}, {"pad_mode": "reflect"}):
+        assert _fingerprint(dataclasses.replace(cfg, **change), 0, model, hooks, 10, 5) != \
+            _fingerprint(cfg, 0, model, hooks, 10, 5), change
