@@ -162,4 +162,6 @@ def test_airbench_options_under_cuda_graph(data):
     (graph, snap), (eager, _) = run(True), run(False)
     assert graph.mode == "cudagraph" and graph.notes == []
     assert graph.final_top1 > 80 and eager.final_top1 > 80
-    assert snap.biases[0].any() and all(torch.equal(b, snap.biases[1]) for b in snap.biases[2:])  # trained, then frozen
+    # trained in epochs 1-2, then frozen (lr 0); epoch 3's first lookahead update (step 35) still
+    # moves it once towards the average, as airbench's requires_grad=False does, and then it stays
+    assert snap.biases[0].any() and torch.equal(snap.biases[2], snap.biases[3])
