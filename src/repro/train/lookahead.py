@@ -5,7 +5,8 @@ network, ``avg = decay * avg + (1 - decay) * net``, and the network is then set 
 every 5 steps), so it does little early and smooths the weights late. After the last step the
 network is set to the average once more (airbench's final ``decay=1.0`` update: the steps since
 the last update are dropped). Every floating-point entry of the state dict takes part (weights and
-BatchNorm running statistics), integer ones (``num_batches_tracked``) do not.
+BatchNorm running statistics), integer ones (``num_batches_tracked``) do not. A parameter frozen by
+TrainConfig.freeze (lr 0) still moves once, at the next update, to the average, and then stays.
 
 The update runs between training steps, in place on the model's own tensors, so a CUDA-graph-captured
 step keeps working.
