@@ -58,7 +58,7 @@ def test_trainer_bench_smoke(tmp_path, prepared, capsys):
     assert "speedup" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", ["resnet32", "vgg16", "trainer_bench"])
+@pytest.mark.parametrize("name", ["resnet32", "vgg16", "trainer_bench", "airbench"])
 def test_configs_validate_at_both_scales(name):
     from repro.run import experiment_params
 
@@ -70,6 +70,25 @@ def test_configs_validate_at_both_scales(name):
     assert paper.cuda_graph and not smoke.cuda_graph
     module, _, fn = cfg.figure.partition(":")
     assert module == "repro.baseline.figures" and hasattr(figures, fn)
+
+
+def test_airbench_smoke_whitens_then_trains(tmp_path, prepared):
+    """The experiment's own smoke params (shortened), through train_cifar: the whitening layer is set
+    from the training images before training, and the airbench options run together."""
+    import dataclasses
+
+    from repro.run import experiment_params
+
+    cfg = experiment_cfg("baseline/airbench")
+    spec = load_entry(cfg.entry)
+    paper = experiment_params(spec, cfg, "paper")
+    assert (paper.model, paper.batch_size, paper.lookahead_every, paper.freeze) == ("airbench94", 1024, 5,
+                                                                                   {"whiten.bias": 3})
+    p = dataclasses.replace(experiment_params(spec, cfg, "smoke"), n_train=128, epochs=1)
+    result = train_cifar(p, _ctx(tmp_path, prepared))
+    assert result.metrics["whitened_on_images"] == 128 and result.metrics["epochs"] == 1
+    w = torch.load(result.artifacts["model"], weights_only=True)["whiten.weight"]
+    assert torch.equal(w[12:], -w[:12]) and w.abs().max() > 1.0  # whitened (default init is below 0.3)
 
 
 def test_figures_render(tmp_path, prepared):

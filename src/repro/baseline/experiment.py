@@ -3,7 +3,9 @@ against a plain PyTorch loop.
 
 train_cifar    trains one model (params.model) on the prepared split files ctx.inputs["train"] and
                ctx.inputs["test"]; writes model.pt (weights, for the arms that start from a dense
-               model) and the per-epoch table epochs.csv.
+               model) and the per-epoch table epochs.csv. A model with a data-dependent first layer
+               (airbench94's whitening conv: ``init_whitening``) is initialised from the first
+               WHITEN_IMAGES training images, normalised as the trainer normalises them.
 trainer_bench  images/s of our trainer and, in the same run, of the plain loop in
                repro.baseline.reference_loop on the same model and images.
 """
@@ -20,7 +22,9 @@ from repro.models import build_model, count_params
 from repro.baseline.reference_loop import reference_epochs
 from repro.train import train
 from repro.train.arm import TrainParams, finish_arm, run_arm, splits, train_config
-from repro.train.augment import channel_stats
+from repro.train.augment import channel_stats, first_batch
+
+WHITEN_IMAGES = 5000  # airbench94's: the patch covariance of the first 5000 training images
 
 
 @dataclass
@@ -37,6 +41,10 @@ def train_cifar(p: TrainParams, ctx: Context) -> Result:
     train_split, test_split = splits(p, ctx)
     torch.manual_seed(ctx.seed)
     model = build_model(p.model, num_classes=len(train_split.classes), **p.model_kw)
+    whitened_on = 0
+    if hasattr(model, "init_whitening"):
+        whitened_on = min(WHITEN_IMAGES, len(train_split))
+        model.init_whitening(first_batch(train_split, whitened_on, "cpu")[0])
     result = run_arm(p, ctx, model, train_split, test_split)
     metrics, tags, artifacts = finish_arm(
         p, ctx, result, train_split, "training pass only, epochs 2.. (epoch 1 pays warm-up/capture/compilation)")
@@ -44,6 +52,8 @@ def train_cifar(p: TrainParams, ctx: Context) -> Result:
     metrics.update(first_epoch_s=history.train_s.iloc[0], eval_s_mean=history.eval_s.mean(),
                    n_train_images=len(train_split), n_test_images=len(test_split), params=count_params(model))
     tags.update(resumed_epochs=result.resumed_epochs, data_on_device=result.data_on_device)
+    if whitened_on:
+        metrics.update(whitened_on_images=whitened_on)
     return Result(metrics=metrics, tables={"epochs": history}, artifacts=artifacts, tags=tags)
 
 

@@ -1,5 +1,8 @@
 """Standard CIFAR augmentation (random 32x32 crop of the image zero-padded by 4, random horizontal
-flip) done on the training device as a few tensor ops over a whole batch.
+flip) done on the training device as a few tensor ops over a whole batch. Variants (airbench94's):
+another pad, reflect instead of zero padding (``pad_mode``), and alternating flips (``flip``:
+each image's flip drawn once per run, then all of them mirrored every other epoch, so an image is
+seen both ways in every two epochs).
 
 All randomness of an epoch (the shuffle, every crop offset and flip) is drawn up front on the CPU
 from a generator seeded by (seed, epoch): the data an epoch sees does not depend on the device,
@@ -15,22 +18,34 @@ import torch.nn.functional as F
 
 PAD = 4
 PLAN_FIELDS = ("index", "dy", "dx", "flip")
+FLIPS = ("random", "alternate")
+PAD_MODES = ("zeros", "reflect")
 
 
-def epoch_plan(n: int, batch_size: int, seed: int, epoch: int, augment: bool = True, pad: int = PAD) -> torch.Tensor:
+def epoch_plan(n: int, batch_size: int, seed: int, epoch: int, augment: bool = True, pad: int = PAD,
+               flip: str = "random") -> torch.Tensor:
     """(steps, batch_size, 4) int64 on the CPU: image index, crop offsets dy, dx in [0, 2*pad], flip.
 
-    The last incomplete batch is dropped (every step has the same shape, which CUDA graphs and
-    torch.compile need).
+    flip: "random" (each image, each epoch, a coin) or "alternate" (a coin per image drawn once from
+    ``seed``, inverted in odd epochs). The last incomplete batch is dropped (every step has the same
+    shape, which CUDA graphs and torch.compile need).
     """
     steps = n // batch_size
     if steps == 0:
         raise ValueError(f"batch_size {batch_size} is larger than the {n} training images")
+    flip_mode = flip
+    if flip not in FLIPS:
+        raise ValueError(f"flip must be one of {FLIPS}, got {flip!r}")
+    if pad < 0:
+        raise ValueError(f"crop pad must be >= 0, got {pad}")
     gen = torch.Generator().manual_seed(int(np.random.SeedSequence([seed, epoch]).generate_state(1)[0]))
     index = torch.randperm(n, generator=gen)[: steps * batch_size].view(steps, batch_size)
     if augment:
         offsets = torch.randint(0, 2 * pad + 1, (2, steps, batch_size), generator=gen)
         flip = torch.randint(0, 2, (steps, batch_size), generator=gen)
+        if flip_mode == "alternate":
+            once = torch.Generator().manual_seed(int(np.random.SeedSequence([seed, 2**31]).generate_state(1)[0]))
+            flip = torch.randint(0, 2, (n,), generator=once)[index] ^ (epoch % 2)
     else:
         offsets = torch.full((2, steps, batch_size), pad)
         flip = torch.zeros(steps, batch_size, dtype=torch.int64)
@@ -53,7 +68,13 @@ def channel_stats(images: np.ndarray, chunk: int = 4096) -> tuple[list[float], l
 class DeviceAugment:
     """Turns uint8 NHWC images into normalised float NCHW batches on ``device``."""
 
-    def __init__(self, mean, std, height: int, width: int, device, channels_last: bool = True, pad: int = PAD):
+    def __init__(self, mean, std, height: int, width: int, device, channels_last: bool = True, pad: int = PAD,
+                 pad_mode: str = "zeros"):
+        if pad_mode not in PAD_MODES:
+            raise ValueError(f"pad_mode must be one of {PAD_MODES}, got {pad_mode!r}")
+        if pad_mode == "reflect" and pad >= min(height, width):
+            raise ValueError(f"reflect padding needs pad < the image size, got pad {pad} for {height}x{width}")
+        self.pad_mode = pad_mode
         self.device = torch.device(device)
         # x * scale + shift == (x / 255 - mean) / std, as one fused multiply-add
         self.scale = (1.0 / (255.0 * torch.tensor(std, device=self.device))).view(1, 3, 1, 1)
@@ -75,6 +96,10 @@ class DeviceAugment:
         index, dy, dx, flip = plan_step.to(images.device, non_blocking=True).unbind(-1)
         samples, rows, cols, cols_flipped = self._grid(images.device, len(index))
         p = self.pad
+        if self.pad_mode == "reflect":  # index the unpadded image with mirrored coordinates: no pad copy
+            rows = _reflect(dy[:, None] - p + rows, self.height)[:, :, None]
+            cols = _reflect(dx[:, None] - p + torch.where(flip[:, None].bool(), cols_flipped, cols), self.width)
+            return images[index[:, None, None], rows, cols[:, None, :]]
         padded = F.pad(images[index], (0, 0, p, p, p, p))  # zeros, like torchvision's RandomCrop(32, padding=4)
         rows = (dy[:, None] + rows)[:, :, None]
         cols = (dx[:, None] + torch.where(flip[:, None].bool(), cols_flipped, cols))[:, None, :]
@@ -90,6 +115,13 @@ class DeviceAugment:
 
     def __call__(self, images: torch.Tensor, plan_step: torch.Tensor) -> torch.Tensor:
         return self.normalize(self.crop_flip(images, plan_step))
+
+
+def _reflect(i: torch.Tensor, size: int) -> torch.Tensor:
+    """Coordinates in [-size+1, 2*size-2] mirrored into [0, size) without repeating the edge (like
+    F.pad's "reflect")."""
+    i = i.abs()
+    return torch.where(i > size - 1, 2 * (size - 1) - i, i)
 
 
 def first_batch(split, size: int, device, channels_last: bool = False) -> tuple[torch.Tensor, torch.Tensor]:

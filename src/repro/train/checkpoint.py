@@ -32,8 +32,9 @@ def set_rng_state(state: dict) -> None:
 
 
 def save_checkpoint(path: Path, *, epoch: int, model, optimizer, hooks_state: dict, history: list[dict],
-                    fingerprint: str) -> None:
-    """``epoch`` = number of finished epochs."""
+                    fingerprint: str, extra: dict | None = None) -> None:
+    """``epoch`` = number of finished epochs; ``extra``: the trainer's other state (e.g. the
+    lookahead average), stored only when given."""
     state = {
         "version": VERSION,
         "fingerprint": fingerprint,
@@ -44,6 +45,8 @@ def save_checkpoint(path: Path, *, epoch: int, model, optimizer, hooks_state: di
         "history": history,
         "rng": rng_state(),
     }
+    if extra is not None:
+        state["extra"] = extra
     atomic_write(Path(path), lambda fh: torch.save(state, fh))
 
 

@@ -3,7 +3,10 @@
 Image classification with SGD (momentum, weight decay, fused on the device), a step-wise
 learning-rate schedule (:mod:`repro.train.schedule`), CIFAR augmentation on the device
 (:mod:`repro.train.augment`), optional bf16 autocast, channels-last, and a fast execution mode
-(:mod:`repro.train.step`). The data set lives on the GPU when it fits (CIFAR-10 is 180 MB), so
+(:mod:`repro.train.step`). Off by default, for airbench94-style recipes: a triangular schedule,
+reflect padding and alternating flips, flip + translate test-time augmentation, a larger learning
+rate for BatchNorm biases, parameters frozen after some epochs, and lookahead
+(:mod:`repro.train.lookahead`). The data set lives on the GPU when it fits (CIFAR-10 is 180 MB), so
 no loader stands between epochs and the GPU. After every epoch: evaluation, per-epoch metrics,
 ``hooks.on_epoch_end``, and a checkpoint from which a killed run resumes to the same result.
 
@@ -31,6 +34,7 @@ from repro.data.arrays import Split
 from repro.train.augment import DeviceAugment, channel_stats, epoch_plan
 from repro.train.checkpoint import load_checkpoint, save_checkpoint, set_rng_state
 from repro.train.hooks import TrainHooks, fast_mode_conflict
+from repro.train.lookahead import Lookahead
 from repro.train.schedule import lr_at
 from repro.train.step import TrainStep, autocast
 
@@ -57,6 +61,63 @@ class TrainConfig:
     compile: bool = False  # torch.compile the model
     cuda_graph: bool = False  # capture and replay the whole training step (CUDA only)
     eval_batch_size: int = 1000
+    # Off by default (an existing run's result and checkpoint fingerprint are unchanged); airbench94's:
+    crop_pad: int = 4  # random-crop padding (airbench: 2)
+    pad_mode: str = "zeros"  # zeros | reflect
+    flip: str = "random"  # random | alternate (see repro.train.augment)
+    eval_translate: bool = False  # with eval_flip: also the 1-pixel translations (airbench's TTA level 2)
+    lr_start: float = 0.0  # schedule "triangle": first lr, as a fraction of lr
+    lr_end: float = 0.0  # schedule "triangle": last lr, as a fraction of lr
+    bias_lr_scale: float = 1.0  # BatchNorm biases: lr times this, weight decay divided by it
+    freeze: dict = field(default_factory=dict)  # parameter name -> epochs it trains; lr 0 after them
+    lookahead_every: int = 0  # steps between lookahead updates; 0 = off
+    lookahead_decay: float = 0.95 ** 5  # base of the lookahead decay schedule
+
+
+# TrainConfig fields added after checkpoints were written: left out of the fingerprint at their
+# defaults, so that those checkpoints still resume.
+_LATER_FIELDS = ("crop_pad", "pad_mode", "flip", "eval_translate", "lr_start", "lr_end", "bias_lr_scale",
+                 "freeze", "lookahead_every", "lookahead_decay")
+
+
+def check_config(cfg: TrainConfig) -> None:
+    """A clear error for settings the trainer cannot run."""
+    if cfg.eval_translate and not cfg.eval_flip:
+        raise ValueError("eval_translate needs eval_flip (airbench's TTA: mirror, then mirror + translate)")
+    if cfg.bias_lr_scale <= 0:
+        raise ValueError(f"bias_lr_scale must be > 0, got {cfg.bias_lr_scale}")
+    if cfg.lookahead_every < 0:
+        raise ValueError(f"lookahead_every must be >= 0 (0 = off), got {cfg.lookahead_every}")
+    for name, epochs in cfg.freeze.items():
+        if not isinstance(epochs, int) or epochs < 0:
+            raise ValueError(f"freeze.{name} must be a number of epochs >= 0, got {epochs!r}")
+
+
+def _param_groups(model: nn.Module, params: list, cfg: TrainConfig) -> list[dict]:
+    """Optimiser groups of ``params`` (the wrapped model's, in order): the frozen-later parameters
+    one group each, BatchNorm biases (with bias_lr_scale), the rest. Each group carries lr_scale
+    and train_epochs (None: every epoch)."""
+    named = dict(model.named_parameters())
+    unknown = sorted(set(cfg.freeze) - set(named))
+    if unknown:
+        raise ValueError(f"freeze names unknown parameters {unknown}; the model has e.g. {sorted(named)[:6]}")
+    frozen = {id(named[k]): (k, e) for k, e in cfg.freeze.items()}
+    bn_biases = {id(m.bias) for m in model.modules()
+                 if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.bias is not None}
+    groups, rest, biases = [], [], []
+    for p in params:
+        if id(p) in frozen:
+            groups.append(dict(params=[p], lr_scale=1.0, wd_scale=1.0, train_epochs=frozen[id(p)][1]))
+        elif cfg.bias_lr_scale != 1.0 and id(p) in bn_biases:
+            biases.append(p)
+        else:
+            rest.append(p)
+    if biases:
+        groups.append(dict(params=biases, lr_scale=cfg.bias_lr_scale, wd_scale=1 / cfg.bias_lr_scale,
+                           train_epochs=None))
+    if rest or not groups:
+        groups.append(dict(params=rest, lr_scale=1.0, wd_scale=1.0, train_epochs=None))
+    return groups
 
 
 class TrainingDiverged(RuntimeError):
@@ -85,7 +146,9 @@ class TrainResult:
 
 
 def _fingerprint(cfg: TrainConfig, seed: int, model: nn.Module, hooks: TrainHooks, n_train: int, n_test: int) -> str:
-    settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in MODE_FIELDS}
+    defaults = TrainConfig()
+    settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in MODE_FIELDS
+                and not (k in _LATER_FIELDS and v == getattr(defaults, k))}
     arch = [(k, list(v.shape)) for k, v in model.state_dict().items()]
     blob = json.dumps({"cfg": settings, "seed": seed, "arch": arch, "hooks": type(hooks).__qualname__,
                        "n": [n_train, n_test]}, sort_keys=True)
@@ -124,11 +187,29 @@ def make_sgd(params, cfg: TrainConfig, device) -> tuple[torch.optim.SGD, torch.T
     return optimizer, lr
 
 
+def make_grouped_sgd(groups: list[dict], cfg: TrainConfig, device) -> tuple[torch.optim.SGD, list[torch.Tensor]]:
+    """Fused SGD over :func:`_param_groups`' groups, each with its own device-tensor lr (returned,
+    in the optimiser's group order) and weight decay ``cfg.weight_decay * wd_scale``."""
+    lrs = [torch.tensor(cfg.lr * g["lr_scale"], device=device) for g in groups]
+    optimizer = torch.optim.SGD([dict(params=g["params"], lr=lr, weight_decay=cfg.weight_decay * g["wd_scale"])
+                                 for g, lr in zip(groups, lrs)],
+                                lr=lrs[-1], momentum=cfg.momentum, nesterov=cfg.nesterov, fused=True)
+    return optimizer, lrs
+
+
 @torch.no_grad()
 def evaluate(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, augment: DeviceAugment,
-             batch_size: int = 1000, precision: str = "fp32", flip: bool = False) -> tuple[float, float]:
+             batch_size: int = 1000, precision: str = "fp32", flip: bool = False,
+             translate: bool = False) -> tuple[float, float]:
     """(mean cross-entropy, top-1 in percent) of ``model`` on uint8 NHWC ``images``; with ``flip``,
-    of the mean logits of each image and its horizontal mirror."""
+    of the mean logits of each image and its horizontal mirror; with ``translate`` too (airbench's
+    TTA level 2), of 0.5 x that + 0.5 x the mean of the same for the image moved one pixel up-left
+    and one pixel down-right (reflect padding): six views."""
+    if translate and not flip:
+        raise ValueError("translate needs flip (airbench's TTA level 2 is mirror + translate)")
+
+    def mirrored(x):
+        return (model(x).float() + model(x.flip(3)).float()) / 2
     was_training = model.training
     model.eval()
     loss_sum = torch.zeros((), device=augment.device)
@@ -137,9 +218,15 @@ def evaluate(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, augme
         x = augment.normalize(images[start:start + batch_size])
         y = labels[start:start + batch_size].to(augment.device, non_blocking=True)
         with autocast(augment.device.type, precision):
-            out = model(x)
-            if flip:
-                out = (out.float() + model(x.flip(3)).float()) / 2
+            if translate:
+                padded = nn.functional.pad(x, (1, 1, 1, 1), mode="reflect")
+                h, w = x.shape[2], x.shape[3]
+                shifted = (mirrored(padded[:, :, :h, :w]) + mirrored(padded[:, :, 2:, 2:])) / 2
+                out = 0.5 * mirrored(x) + 0.5 * shifted
+            elif flip:
+                out = mirrored(x)
+            else:
+                out = model(x)
         loss_sum += nn.functional.cross_entropy(out.float(), y, reduction="sum")
         correct += (out.argmax(1) == y).sum()
     model.train(was_training)
@@ -159,6 +246,7 @@ def train(model: nn.Module, train_split: Split, test_split: Split, cfg: TrainCon
     test_loss, test_top1 (top-1 in percent), train_s (training pass only), eval_s, images_per_s,
     peak_mem_bytes (see _peak_memory), mode, plus whatever ``hooks.on_epoch_end`` returns.
     """
+    check_config(cfg)
     hooks = hooks or TrainHooks()
     log = log or logging.getLogger("repro")
     dev = torch.device(device)
@@ -176,7 +264,8 @@ def train(model: nn.Module, train_split: Split, test_split: Split, cfg: TrainCon
     model.to(dev, memory_format=memory_format)
     fingerprint = _fingerprint(cfg, seed, model, hooks, len(train_split), len(test_split))
     wrapped = hooks.wrap_model(model)
-    optimizer, lr = make_sgd(wrapped.parameters(), cfg, dev)
+    groups = _param_groups(model, list(wrapped.parameters()), cfg)
+    optimizer, lrs = make_grouped_sgd(groups, cfg, dev)
 
     torch.manual_seed(seed)  # for any randomness inside the model (dropout)
     history: list[dict] = []
@@ -185,7 +274,7 @@ def train(model: nn.Module, train_split: Split, test_split: Split, cfg: TrainCon
     if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-        for group in optimizer.param_groups:
+        for group, lr in zip(optimizer.param_groups, lrs):
             group["lr"] = lr
         hooks.load_state_dict(state["hooks"])
         hooks.on_resume(model)
@@ -197,18 +286,22 @@ def train(model: nn.Module, train_split: Split, test_split: Split, cfg: TrainCon
     test_x, test_y, _ = _place(test_split, dev)
     mean, std = channel_stats(train_split.images)
     augment = DeviceAugment(mean, std, train_split.images.shape[1], train_split.images.shape[2], dev,
-                            channels_last=cfg.channels_last)
+                            channels_last=cfg.channels_last, pad=cfg.crop_pad, pad_mode=cfg.pad_mode)
     step = TrainStep(wrapped, optimizer, hooks, device=dev, precision=cfg.precision,
                      label_smoothing=cfg.label_smoothing, compile=compile_, cuda_graph=cuda_graph, log=log)
     steps = len(train_split) // cfg.batch_size
     total_steps = steps * cfg.epochs
     warmup_steps = round(cfg.warmup_epochs * steps)
+    lookahead = Lookahead(model, cfg.lookahead_every, cfg.lookahead_decay, total_steps) if cfg.lookahead_every else None
+    if lookahead is not None and state is not None:
+        lookahead.load_state_dict(state["extra"]["lookahead"])
     prev_benchmark = torch.backends.cudnn.benchmark
     torch.backends.cudnn.benchmark = dev.type == "cuda"  # pick the fastest conv algorithms once
     epochs = range(start_epoch, cfg.epochs)
     try:
         for epoch in progress(epochs, total=len(epochs), desc="epochs") if progress else epochs:
-            plan = epoch_plan(len(train_split), cfg.batch_size, seed, epoch, cfg.augment).to(train_x.device)
+            plan = epoch_plan(len(train_split), cfg.batch_size, seed, epoch, cfg.augment, pad=cfg.crop_pad,
+                              flip=cfg.flip).to(train_x.device)
             wrapped.train()
             step.begin_epoch()
             if dev.type == "cuda":
@@ -216,11 +309,16 @@ def train(model: nn.Module, train_split: Split, test_split: Split, cfg: TrainCon
             _sync(dev)
             t0 = time.perf_counter()
             for i in range(steps):
-                lr_value = lr_at(epoch * steps + i, total_steps, cfg.lr, warmup_steps, cfg.schedule)
-                lr.fill_(lr_value)
+                lr_value = lr_at(epoch * steps + i, total_steps, cfg.lr, warmup_steps, cfg.schedule,
+                                 cfg.lr_start, cfg.lr_end)
+                for group, lr in zip(groups, lrs):
+                    trains = group["train_epochs"] is None or epoch < group["train_epochs"]
+                    lr.fill_(lr_value * group["lr_scale"] if trains else 0.0)
                 x = augment(train_x, plan[i])
                 y = train_y[plan[i, :, 0]].to(dev, non_blocking=True)
                 step(x, y)
+                if lookahead is not None:
+                    lookahead.after_step(epoch * steps + i + 1)
             _sync(dev)
             train_s = time.perf_counter() - t0
             seen = steps * cfg.batch_size
@@ -230,7 +328,7 @@ def train(model: nn.Module, train_split: Split, test_split: Split, cfg: TrainCon
                                        "lower the learning rate or train in fp32")
             t1 = time.perf_counter()
             test_loss, test_top1 = evaluate(wrapped, test_x, test_y, augment, cfg.eval_batch_size, cfg.precision,
-                                           cfg.eval_flip)
+                                           cfg.eval_flip, cfg.eval_translate)
             row = dict(epoch=epoch + 1, lr=lr_value, train_loss=train_loss,
                        train_top1=100.0 * step.correct.item() / seen, test_loss=test_loss, test_top1=test_top1,
                        train_s=train_s, eval_s=time.perf_counter() - t1, images_per_s=seen / train_s,
@@ -239,7 +337,8 @@ def train(model: nn.Module, train_split: Split, test_split: Split, cfg: TrainCon
             history.append(row)
             if checkpoint:
                 save_checkpoint(checkpoint, epoch=epoch + 1, model=model, optimizer=optimizer,
-                                hooks_state=hooks.state_dict(), history=history, fingerprint=fingerprint)
+                                hooks_state=hooks.state_dict(), history=history, fingerprint=fingerprint,
+                                extra={"lookahead": lookahead.state_dict()} if lookahead is not None else None)
             log.info("epoch %d/%d loss %.4f test top-1 %.2f%% train %.2fs (%.0f img/s) peak %.2f GiB [%s]",
                      epoch + 1, cfg.epochs, train_loss, test_top1, train_s, row["images_per_s"],
                      row["peak_mem_bytes"] / 2**30, step.mode)
