@@ -313,7 +313,10 @@ def unmoved_judgments() -> dict[str, dict[str, set[str]]]:
     Each entry says that one change of one file (its source_digest before and after) computes no
     other number, and why (a message's text, a cache refactored behind the same choices): the staleness
     check does not count it. Judgments chain (a -> b, b -> c). A judgment is per digest, so any later
-    edit of the file counts again until it is judged too."""
+    edit of the file counts again until it is judged too. Python digests are of the syntax tree as
+    this interpreter dumps it, which differs between Python minor versions: under another version a
+    judgment does not match and the record shows as stale (the safe side). The judgments here were
+    made under the project's Python (3.11)."""
     path = unmoved_file()
     stat = path.stat() if path.exists() else None
     return _judgments(str(path), None if stat is None else (stat.st_mtime_ns, stat.st_size))
