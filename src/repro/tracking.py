@@ -2,7 +2,9 @@
 
 The one MLflow writer: logs every run record under results/ into MLflow. Experiment jobs never
 touch the MLflow store (parallel jobs and SQLite do not mix); this step runs once, after them.
-Each record maps to one MLflow run tagged with its record id, so re-ingesting adds nothing; the
+Each record maps to one MLflow run tagged with its record id, so re-ingesting adds nothing; its
+folder (record, tables) is logged as the run's artifacts under `run/`, and its experiment's figure
+(results/figures/<paper>/<name>.png and .pdf, where drawn) under `figure/`. The
 summary (``--out``) maps every record id to its run, for the claims report's links.
 The default store is embedded SQLite (MLflow 3 refuses plain file stores); pass a server URI
 (`http://host:5000`) to share runs with a team.
@@ -85,6 +87,11 @@ def ingest(results: Path, uri: str, artifact_root: Path | None = None) -> dict:
                         if math.isfinite(val):
                             client.log_metric(rid, f"epoch.{col}", float(val), step=int(step))
         client.log_artifacts(rid, str(rec_dir), artifact_path="run")
+        # the experiment's figure (the figure rule's PNG and PDF), where it has been drawn
+        for suffix in ("png", "pdf"):
+            figure = Path(results) / "figures" / rec["paper"] / f"{rec_dir.name}.{suffix}"
+            if figure.is_file():
+                client.log_artifact(rid, str(figure), artifact_path="figure")
         client.set_terminated(rid, status="FINISHED" if rec["status"] == "ok" else "KILLED")
         summary["logged"].append(rec["record_id"])
         summary["runs"][rec["record_id"]] = {"run_id": rid, "experiment_id": exp_id}
