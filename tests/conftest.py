@@ -38,6 +38,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def built_kernels(tmp_path_factory, srcs) -> Path:
+    """A folder of cubins for the GPU tests: $REPRO_KERNELS_DIR (a `snakemake build_kernels` output)
+    where set, else ``srcs`` compiled here with nvcc (the test fails, naming why, where it cannot)."""
+    import os
+
+    from repro.build_kernels import build
+
+    if os.environ.get("REPRO_KERNELS_DIR"):
+        return Path(os.environ["REPRO_KERNELS_DIR"])
+    out = tmp_path_factory.mktemp("kernels")
+    manifest = build(out, srcs=list(srcs))
+    if manifest["status"] != "built":
+        pytest.fail(f"cannot compile the kernels here ({manifest['reason']}); set REPRO_KERNELS_DIR")
+    return out
+
+
 def dag_jobs(workdir: Path, config: dict) -> list:
     """The jobs of a forced dry run, through Snakemake's Python API."""
     from snakemake.api import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings, SnakemakeApi
@@ -130,3 +146,14 @@ def shards_dir() -> Path:
         if (candidate / "SHA256SUMS").exists():
             return candidate
     pytest.skip("CIFAR-10 JPEG shards not found beside the checkout (../shared/data/cifar10-jpeg)")
+
+
+def service_unavailable(reason: str):
+    """Skip a test whose outside service (a PostgreSQL-backed MLflow server, ...) is not given, with
+    the reason; under ``REPRO_REQUIRE_SERVICES=all`` (CI, where the services are started) the same
+    absence is a failure, so a misconfigured CI cannot pass by skipping."""
+    import os
+
+    if os.environ.get("REPRO_REQUIRE_SERVICES") == "all":
+        pytest.fail(f"REPRO_REQUIRE_SERVICES=all but {reason}")
+    pytest.skip(reason)

@@ -103,8 +103,10 @@ def test_a_step_needing_more_gpus_than_here_says_how_many(compose, tmp_path, mon
 def test_failing_experiment_leaves_previous_record(compose, tmp_path):
     execute(_cfg(compose, tmp_path))
     before = (tmp_path / "record.json").read_text()
+    broken = _cfg(compose, tmp_path, entry="fake_experiments:broken")
+    broken.replace = True  # another experiment into the same folder, as the workflow may
     with pytest.raises(RuntimeError, match="on purpose"):
-        execute(_cfg(compose, tmp_path, entry="fake_experiments:broken"))
+        execute(broken)
     assert (tmp_path / "record.json").read_text() == before
 
 

@@ -34,7 +34,7 @@ def expected_counts(scale: str) -> dict:
     experiment that names one, and the spine's steps."""
     per_paper = collections.Counter(e.split("/")[0] for e in EXPERIMENTS)
     arms = 8  # ClickTrain's arms on two networks: rule clicktrain_arm (they also write pruned.pt)
-    return {"all": 1, "claims": 1, "mlflow": 1, "cifar10": 1, "build_kernel": len(layout.kernel_sources()),
+    return {"all": 1, "claims": 1, "mlflow": 1, "cifar10": 1, "cifar10_source": 1, "build_kernel": len(layout.kernel_sources()),
             "figure": sum(bool(layout.experiment_file(e).get("figure")) for e in EXPERIMENTS),
             **{paper: n for paper, n in per_paper.items() if paper != "clicktrain"},
             "clicktrain": per_paper["clicktrain"] - arms, "clicktrain_arm": arms,

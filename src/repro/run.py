@@ -3,6 +3,17 @@
 Thin Hydra wrapper: compose and validate the config, call one experiment function, write its
 run record. Exit codes: 0 ok (or skipped: needs a GPU at smoke scale), 2 bad config or input,
 3 GPU-only step without a GPU at paper scale, 1 the experiment itself failed.
+
+Nothing is written before the whole config is checked: the command line is composed and validated
+first (unknown keys are named with the valid ones, an unknown experiment lists the experiments),
+and Hydra's config copy (``<out>/.hydra/``) is written only beside a new record, so a rejected
+command leaves a finished run's folder as it was.
+
+Overrides: ``experiment.params.<key>=<value>`` on the command line wins at every scale (at smoke
+scale over the experiment file's ``smoke`` block too). A run into a folder holding a record of
+another configuration (a hand run with a changed parameter into the workflow's
+``results/<paper>/<name>``) is refused unless ``replace=true`` (the workflow passes it: it reruns
+a step exactly when the step's config or code changed).
 """
 
 from __future__ import annotations
@@ -10,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import json
 import logging
 import sys
 import time
@@ -18,6 +30,8 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+
+from repro.atomic import atomic_write
 
 from repro import layout, machine, provenance, records, sweep
 from repro.gpu_slots import claim_gpus, gpu_source, visible_gpus
@@ -32,12 +46,29 @@ class ConfigError(ValueError):
     """A bad key or value in the composed config; the message names it."""
 
 
-def experiment_params(spec, exp_cfg: DictConfig, scale: str):
-    """Validate experiment params against the experiment's dataclass; smoke overrides on top."""
+def cli_param_keys(overrides) -> list[str]:
+    """The ``experiment.params`` keys (dotted, below params) set by command-line overrides."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    keys = []
+    for o in OverridesParser.create().parse_overrides([str(x) for x in overrides or ()]):
+        key = o.key_or_group
+        if key.startswith("experiment.params.") and not o.is_delete():
+            keys.append(key[len("experiment.params."):])
+    return keys
+
+
+def experiment_params(spec, exp_cfg: DictConfig, scale: str, cli_keys=()):
+    """Validate experiment params against the experiment's dataclass; smoke overrides on top, and
+    the command line's ``experiment.params.*`` (``cli_keys``) on top of those, so that an override
+    is never silently beaten by the smoke block."""
     unknown = set(exp_cfg.keys()) - set(layout.EXPERIMENT_KEYS)
     if unknown:
         raise ConfigError(f"experiment: unknown key(s) {sorted(unknown)}; allowed: {list(layout.EXPERIMENT_KEYS)}")
-    layers = [OmegaConf.structured(spec.params), *param_layers(exp_cfg, scale)]
+    cli = OmegaConf.create({})
+    for key in cli_keys:
+        OmegaConf.update(cli, key, OmegaConf.select(exp_cfg.params, key), force_add=True)
+    layers = [OmegaConf.structured(spec.params), *param_layers(exp_cfg, scale), cli]
     try:
         merged = OmegaConf.merge(*layers)
         return OmegaConf.to_object(merged)
@@ -101,23 +132,77 @@ def gpu_plan(spec, want: int, device: str, scale: str) -> tuple[str, int, str | 
     return "cpu", 0, None
 
 
-def execute(cfg: DictConfig) -> Path:
-    """Run one composed config; returns the record path. Raises ConfigError / NeedsGPU."""
+@dataclasses.dataclass
+class Plan:
+    """A validated run: everything execute() needs, computed before anything is written."""
+
+    exp_cfg: DictConfig
+    scale: str
+    spec: object
+    params: object
+    device: str
+    held: int
+    skip: str | None
+    inputs: dict
+
+
+def plan(cfg: DictConfig, overrides=()) -> Plan:
+    """Check the whole composed config (``overrides``: the command line, for the params it sets);
+    writes nothing. Raises ConfigError / NeedsGPU / RecordError naming the problem."""
     exp_cfg = cfg.get("experiment")
     if not exp_cfg:
         experiments = layout.experiment_names(CONFIG_DIR)
         raise ConfigError(f"choose one experiment=<paper>/<name>; available: {', '.join(experiments)}")
+    if cfg.device not in ("auto", "cuda", "cpu"):
+        raise ConfigError(f"device: must be auto, cuda or cpu, got {cfg.device!r}")
     try:
         scale = resolve_scale(cfg.scale)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     spec = load_entry(exp_cfg.entry)
-    params = experiment_params(spec, exp_cfg, scale)
+    params = experiment_params(spec, exp_cfg, scale, cli_param_keys(overrides))
     want = exp_cfg.get("gpus")
     if not isinstance(want, int) or isinstance(want, bool) or want < 0:
         raise ConfigError(f"experiment.gpus: must be a whole number >= 0 (0 = a CPU step), got {want!r}")
     device, held, skip = gpu_plan(spec, want, cfg.device, scale)
     inputs = resolve_inputs(exp_cfg, scale, Path(cfg.results))
+    check_replace(cfg, exp_cfg, scale, dataclasses.asdict(params))
+    return Plan(exp_cfg, scale, spec, params, device, held, skip, inputs)
+
+
+def check_replace(cfg: DictConfig, exp_cfg: DictConfig, scale: str, params: dict) -> None:
+    """Refuse to replace a record in ``out`` made with another configuration, unless replace=true."""
+    if cfg.get("replace"):
+        return
+    try:
+        old = records.read(Path(cfg.out))
+    except records.RecordError:  # none there (or unreadable: nothing worth keeping)
+        return
+    new = {"experiment": f"{exp_cfg.paper}/{exp_cfg.name}", "scale": scale, "seed": int(cfg.seed), "params": params}
+    was = {"experiment": f"{old.get('paper')}/{old.get('experiment')}", "scale": old.get("scale"),
+           "seed": old.get("seed"), "params": old.get("params")}
+    if json.loads(json.dumps(new, default=str)) == json.loads(json.dumps(was, default=str)):
+        return
+    diff = [k for k in new if k != "params" and new[k] != was[k]]
+    diff += [f"params.{k}" for k in sorted(set(params) | set(was["params"] or {}))
+             if json.dumps(params.get(k), default=str) != json.dumps((was["params"] or {}).get(k), default=str)]
+    raise ConfigError(f"out={cfg.out} holds a record made with another configuration ({', '.join(diff)} differ); "
+                      "it would be replaced: choose another out=<folder>, or pass replace=true to replace it")
+
+
+def write_hydra_copy(out_dir: Path, cfg: DictConfig, overrides) -> None:
+    """Hydra's config copy beside the record (``.hydra/config.yaml``, ``overrides.yaml``), written
+    here rather than by Hydra so that only a run that writes a record writes it."""
+    for name, text in (("config.yaml", OmegaConf.to_yaml(cfg)),
+                       ("overrides.yaml", OmegaConf.to_yaml(OmegaConf.create([str(o) for o in overrides or ()])))):
+        atomic_write(out_dir / ".hydra" / name, lambda fh, t=text: fh.write(t.encode()))
+
+
+def execute(cfg: DictConfig, overrides=()) -> Path:
+    """Run one composed config; returns the record path. Raises ConfigError / NeedsGPU."""
+    p = plan(cfg, overrides)
+    exp_cfg, scale, spec, params, device, held, skip, inputs = (
+        p.exp_cfg, p.scale, p.spec, p.params, p.device, p.held, p.skip, p.inputs)
     if held:  # before anything initialises CUDA
         claim_gpus(held)
     out_dir = Path(cfg.out)
@@ -143,6 +228,7 @@ def execute(cfg: DictConfig) -> Path:
     if skip:
         record.update(status="skipped", reason=skip, device="none")
         log.warning("%s/%s %s", exp_cfg.paper, exp_cfg.name, skip)
+        write_hydra_copy(out_dir, cfg, overrides)
         return records.write(out_dir, record)
     if device == "cuda" and not cuda_available():
         raise NeedsGPU(f"experiment {exp_cfg.paper}/{exp_cfg.name}: {gpu_source()} give {held} GPU(s) "
@@ -176,25 +262,95 @@ def execute(cfg: DictConfig) -> Path:
         artifacts={k: str(Path(v).relative_to(out_dir) if Path(v).is_relative_to(out_dir) else v)
                    for k, v in result.artifacts.items()},
     )
+    write_hydra_copy(out_dir, cfg, overrides)
     path = records.write(out_dir, record)
     log.info("%s/%s done in %.1fs: %s", exp_cfg.paper, exp_cfg.name, record["duration_s"],
              ", ".join(f"{k}={v:.4g}" for k, v in list(record["metrics"].items())[:8]))
     return path
 
 
+def _fail(message: str, code: int = 2) -> int:
+    print(f"repro.run: error: {message}", file=sys.stderr)
+    return code
+
+
+def _valid_keys(key: str, argv: list[str]) -> str:
+    """The keys valid where ``key`` was set, for an unknown-key message."""
+    from hydra import compose, initialize_config_dir
+
+    exp = [a for a in argv if a.split("=", 1)[0].lstrip("+") == "experiment"]
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        base = compose(config_name="run", overrides=exp)
+    if key.startswith("experiment.params.") and base.get("experiment"):
+        fields = [f.name for f in dataclasses.fields(load_entry(base.experiment.entry).params)]
+        return f"valid keys for experiment.params of {base.experiment.paper}/{base.experiment.name}: {', '.join(fields)}"
+    if key.startswith("experiment."):
+        return f"valid experiment keys: {', '.join(layout.EXPERIMENT_KEYS)}"
+    return f"valid keys: {', '.join(k for k in base.keys())} (and hydra.*)"
+
+
+def precheck(argv: list[str]) -> int:
+    """Compose and validate the command line as the run will (plan()), before Hydra creates or writes
+    anything; 0 when it is good, else the exit code after printing what is wrong."""
+    import re
+
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException, MissingConfigException
+
+    from repro.data import DataError
+
+    try:
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+            cfg = compose(config_name="run", overrides=argv)
+    except MissingConfigException as exc:
+        experiments = layout.experiment_names(CONFIG_DIR)
+        asked = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0].lstrip("+") == "experiment" and "=" in a]
+        if asked and asked[-1] not in experiments:
+            return _fail(f"experiment={asked[-1]}: no such experiment; available: {', '.join(experiments)}")
+        return _fail(str(exc).splitlines()[0])
+    except HydraException as exc:
+        text = "\n".join(str(e) for e in (exc, exc.__cause__) if e is not None)
+        m = re.search(r"Could not (?:override|append to config\.) '([^']+)'", text)
+        if m:
+            cause = next((ln.strip() for ln in text.splitlines() if "not in struct" in ln), "")
+            return _fail(f"{m.group(1)}: unknown key{f' ({cause})' if cause else ''}; {_valid_keys(m.group(1), argv)}")
+        return _fail(" ".join(text.split()))
+    try:
+        plan(cfg, argv)
+    except (ConfigError, records.RecordError, FileNotFoundError, DataError) as exc:
+        return _fail(str(exc))
+    except NeedsGPU as exc:
+        return _fail(str(exc), 3)
+    return 0
+
+
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="run")
-def main(cfg: DictConfig) -> None:
+def hydra_main(cfg: DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
+
     from repro.data import DataError
     from repro.train.checkpoint import CheckpointMismatch
 
     try:
-        execute(cfg)
+        execute(cfg, HydraConfig.get().overrides.task)
     except (ConfigError, records.RecordError, FileNotFoundError, DataError, CheckpointMismatch) as exc:
-        print(f"repro.run: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(_fail(str(exc)))
     except NeedsGPU as exc:
-        print(f"repro.run: error: {exc}", file=sys.stderr)
-        sys.exit(3)
+        sys.exit(_fail(str(exc), 3))
+
+
+def main() -> None:
+    """Entry point: a plain command line (overrides only) is validated before Hydra starts, so a bad
+    one writes nothing; Hydra's own flags (--help, --cfg, -m, ...) go straight to Hydra."""
+    from repro import watchdog
+
+    watchdog.start()  # a job of a killed workflow stops (repro.watchdog)
+    argv = sys.argv[1:]
+    if not any(a.startswith("-") for a in argv):
+        code = precheck(argv)
+        if code:
+            sys.exit(code)
+    hydra_main()
 
 
 if __name__ == "__main__":

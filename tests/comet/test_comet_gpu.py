@@ -10,7 +10,6 @@ with nvcc into a temporary folder.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -20,9 +19,9 @@ torch = pytest.importorskip("torch")
 cupy = pytest.importorskip("cupy")
 
 from cases import cases  # noqa: E402
-from repro.build_kernels import build  # noqa: E402
 from repro.comet import arena, buffers, codec, gpu_codec  # noqa: E402
 from repro.comet.hooks import make_hooks  # noqa: E402
+from conftest import built_kernels  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -32,13 +31,7 @@ CASES = cases()
 
 @pytest.fixture(scope="session")
 def kernels_dir(tmp_path_factory) -> Path:
-    if os.environ.get("REPRO_KERNELS_DIR"):
-        return Path(os.environ["REPRO_KERNELS_DIR"])
-    out = tmp_path_factory.mktemp("kernels")
-    manifest = build(out, srcs=[KERNELS / "comet_codec.cu"])
-    if manifest["status"] != "built":
-        pytest.fail(f"cannot compile the kernels here ({manifest['reason']}); set REPRO_KERNELS_DIR")
-    return out
+    return built_kernels(tmp_path_factory, [KERNELS / "comet_codec.cu"])
 
 
 def assert_same_stream(x: np.ndarray, eb: float, kernels_dir: Path) -> None:

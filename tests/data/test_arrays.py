@@ -20,7 +20,7 @@ def test_round_trip(tmp_path):
 
 
 def test_missing_file_says_how_to_prepare(tmp_path):
-    with pytest.raises(DataError, match=r"does not exist; prepare it with: python -m repro.data.cifar10"):
+    with pytest.raises(DataError, match=r"does not exist; prepare it again: in the workflow, rerun snakemake .*python -m repro.data.cifar10"):
         read_split(tmp_path / "train.npz")
 
 

@@ -152,3 +152,50 @@ def test_real_shards_one_train_shard(tmp_path):
     assert np.bincount(train.labels).tolist() == [1000] * 10 and np.bincount(test.labels).tolist() == [1000] * 10
     assert manifest["splits"]["train"]["sha256"] == (tmp_path / "train.npz.sha256").read_text().split()[0]
     assert 100 < train.images.mean() < 140  # real photographs, not blank decodes
+
+
+# --- recovery (issue 19, item 7) -----------------------------------------------------------------
+
+def test_truncated_split_is_seen_as_broken_and_the_hint_names_no_machine_path(mini_shards, tmp_path):
+    from repro.prepared import broken_splits
+
+    out = tmp_path / "prep"
+    prepare_cifar10(f"shards:{mini_shards}", out, train_shards=2)
+    assert broken_splits(out) == [] and broken_splits(tmp_path / "none") == []
+    data = (out / "train.npz").read_bytes()
+    (out / "train.npz").write_bytes(data[: len(data) // 2])
+    problems = broken_splits(out)
+    assert len(problems) == 1 and "train.npz has" in problems[0] and "truncated" in problems[0]
+    with pytest.raises(DataError) as exc:
+        read_split(out / "train.npz")
+    assert "/work/" not in str(exc.value) and "rerun snakemake" in str(exc.value)
+
+
+def test_check_only_writes_nothing_and_refuses_a_corrupt_source(mini_shards, tmp_path, capsys):
+    out = tmp_path / "prep"
+    prepare_cifar10(f"shards:{mini_shards}", out, train_shards=2)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    bad = tmp_path / "bad"
+    shutil.copytree(mini_shards, bad)
+    with open(bad / "test.tar.xz", "r+b") as fh:
+        fh.seek(10)
+        fh.write(b"\xff")
+    assert main(["--source", f"shards:{mini_shards}", "--check", "--train-shards", "2"]) == 0
+    capsys.readouterr()
+    assert main(["--source", f"shards:{bad}", "--check", "--train-shards", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "checksum mismatch" in err and "test.tar.xz" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_a_killed_preparation_leaves_no_temp_file_after_the_next(mini_shards, tmp_path):
+    from repro.prepared import stale_temp_files
+
+    out = tmp_path / "prep"
+    out.mkdir()
+    stale = out / ".train.npz.abc123.tmp"  # what atomic_write leaves when killed with SIGKILL
+    stale.write_bytes(b"half")
+    (out / "mine.tmp").write_bytes(b"not ours")
+    assert stale_temp_files(out) == [stale]
+    prepare_cifar10(f"shards:{mini_shards}", out, train_shards=2)
+    assert not stale.exists() and (out / "mine.tmp").exists()

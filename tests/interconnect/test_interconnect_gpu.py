@@ -4,7 +4,6 @@ one GPU, host-device copies, and with 2+ GPUs the P2P sweep and NCCL collectives
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 import numpy as np
@@ -14,12 +13,12 @@ cupy = pytest.importorskip("cupy")
 torch = pytest.importorskip("torch")
 
 from repro import kernels  # noqa: E402
-from repro.build_kernels import build  # noqa: E402
 from repro.experiment import Context  # noqa: E402
 from repro.interconnect import p2p  # noqa: E402
 from repro.interconnect.experiment import (CollectiveParams, HostDeviceParams, P2PParams, collectives,  # noqa: E402
                                            host_device)
 from repro.interconnect.experiment import p2p as p2p_experiment  # noqa: E402
+from conftest import built_kernels  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 KERNELS = Path(__file__).resolve().parents[2] / "src" / "repro" / "interconnect" / "kernels"
@@ -29,13 +28,7 @@ LOG = logging.getLogger("test")
 
 @pytest.fixture(scope="session")
 def kernels_dir(tmp_path_factory) -> Path:
-    if os.environ.get("REPRO_KERNELS_DIR"):
-        return Path(os.environ["REPRO_KERNELS_DIR"])
-    out = tmp_path_factory.mktemp("kernels")
-    manifest = build(out, srcs=sorted(KERNELS.glob("*.cu")))
-    if manifest["status"] != "built":
-        pytest.fail(f"cannot compile the kernels here ({manifest['reason']})")
-    return out
+    return built_kernels(tmp_path_factory, sorted(KERNELS.glob("*.cu")))
 
 
 @pytest.mark.parametrize("nbytes", [1, 15, 16, 17, 4099, 1 << 20])

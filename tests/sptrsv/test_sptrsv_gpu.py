@@ -5,7 +5,6 @@ multi-GPU designs. Kernels come from $REPRO_KERNELS_DIR or are compiled here wit
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -17,12 +16,12 @@ from scipy.sparse.linalg import spsolve_triangular
 cupy = pytest.importorskip("cupy")
 torch = pytest.importorskip("torch")
 
-from repro.build_kernels import build  # noqa: E402
 from repro.experiment import Context  # noqa: E402
 from repro.sptrsv import matrices as M  # noqa: E402
 from repro.sptrsv import multi  # noqa: E402
 from repro.sptrsv.experiment import MultiGPUParams, SingleGPUParams, multi_gpu, single_gpu  # noqa: E402
 from repro.sptrsv.solve import solvers, upload  # noqa: E402
+from conftest import built_kernels  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 KERNELS = Path(__file__).resolve().parents[2] / "src" / "repro" / "sptrsv" / "kernels"
@@ -33,13 +32,7 @@ CASES = {"poisson2d": lambda: M.poisson((90, 70)), "poisson3d_ilu0": lambda: M.p
 
 @pytest.fixture(scope="session")
 def kernels_dir(tmp_path_factory) -> Path:
-    if os.environ.get("REPRO_KERNELS_DIR"):
-        return Path(os.environ["REPRO_KERNELS_DIR"])
-    out = tmp_path_factory.mktemp("kernels")
-    manifest = build(out, srcs=sorted(KERNELS.glob("*.cu")))
-    if manifest["status"] != "built":
-        pytest.fail(f"cannot compile the kernels here ({manifest['reason']}); set REPRO_KERNELS_DIR")
-    return out
+    return built_kernels(tmp_path_factory, sorted(KERNELS.glob("*.cu")))
 
 
 @pytest.mark.parametrize("case", list(CASES))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import pytest
@@ -17,10 +16,10 @@ import pytest
 torch = pytest.importorskip("torch")
 cupy = pytest.importorskip("cupy")
 
-from repro.build_kernels import build  # noqa: E402
 from repro.experiment import Context  # noqa: E402
 from repro.tsm2x import bench, figures, tsm2  # noqa: E402
 from repro.tsm2x.tuner import CUBLAS, Tuner, cublas_call, dispatch, gpu_name  # noqa: E402
+from conftest import built_kernels  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -30,13 +29,7 @@ PREV = {2: 0, 4: 2, 8: 4, 16: 8}  # instantiated size -> the one below it
 
 @pytest.fixture(scope="session")
 def kernels_dir(tmp_path_factory) -> Path:
-    if os.environ.get("REPRO_KERNELS_DIR"):
-        return Path(os.environ["REPRO_KERNELS_DIR"])
-    out = tmp_path_factory.mktemp("kernels")
-    manifest = build(out, srcs=[KERNELS / "tsm2r.cu", KERNELS / "tsm2r_pipelined.cu", KERNELS / "tsm2l.cu"])
-    if manifest["status"] != "built":
-        pytest.fail(f"cannot compile the kernels here ({manifest['reason']}); set REPRO_KERNELS_DIR")
-    return out
+    return built_kernels(tmp_path_factory, [KERNELS / "tsm2r.cu", KERNELS / "tsm2r_pipelined.cu", KERNELS / "tsm2l.cu"])
 
 
 def colmajor(rows: int, cols: int, dtype, ld: int | None = None, seed: int = 0):

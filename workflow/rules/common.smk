@@ -5,9 +5,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, f"{workflow.basedir}/src")  # repro's light modules, without install
-from repro import layout, provenance, sweep
+from repro import layout, provenance, sweep, watchdog
 from repro.scale import resolve_scale
 
+# The jobs watch this process: when Snakemake is killed, they stop (repro.watchdog).
+watchdog.export_workflow_pid()
 SCALE = resolve_scale(config["scale"])
 # Step environments (containers/*.def, built with `apptainer build`); used with
 # `snakemake --sdm apptainer`, ignored otherwise.
@@ -47,9 +49,11 @@ def experiment_inputs(experiment):
 
 def repro_run(experiment, out=None, overrides=""):
     """Shell command running one experiment through the Hydra CLI; out: the run folder (default
-    results/<experiment>); overrides: extra Hydra overrides (one point of a sweep)."""
+    results/<experiment>); overrides: extra Hydra overrides (one point of a sweep). replace=true: the
+    workflow owns the folder and reruns a step exactly when its config or code changed, so its run
+    may replace a record of another configuration there (a hand run may not: repro.run refuses it)."""
     return (f"python -m repro.run experiment={experiment} scale={SCALE} "
-            f"out={out or f'results/{experiment}'}{overrides} > {{log}} 2>&1")
+            f"out={out or f'results/{experiment}'} replace=true{overrides} > {{log}} 2>&1")
 
 
 # What a step asks a cluster for, by whether its experiment uses GPUs (profiles/slurm sends these to

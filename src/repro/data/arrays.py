@@ -18,8 +18,9 @@ import numpy as np
 from repro.atomic import atomic_write, sha256_file
 
 PREPARE_HINT = (
-    "prepare it with: python -m repro.data.cifar10 --source shards:/work/shared/data/cifar10-jpeg "
-    "--out <dir> (see --help for other sources)"
+    "prepare it again: in the workflow, rerun snakemake (it re-prepares results/data/cifar10 when a "
+    "split there does not match its manifest); by hand, python -m repro.data.cifar10 "
+    "--source shards:<folder with the JPEG shards and SHA256SUMS> --out <dir> (see --help for other sources)"
 )
 
 

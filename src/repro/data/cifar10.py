@@ -3,7 +3,7 @@
 Sources (one spec string, ``kind:location``):
 
   shards:DIR             the class-balanced JPEG tar.xz shards (train-0..4.tar.xz, test.tar.xz)
-                         with a SHA256SUMS file in DIR, e.g. /work/shared/data/cifar10-jpeg.
+                         with a SHA256SUMS file in DIR, e.g. ../shared/data/cifar10-jpeg beside the checkout.
                          Every archive used is checked against SHA256SUMS first.
   official:download      download the official python release from the CIFAR-10 site
                          (needs network) into OUT/download/, checked against its published MD5.
@@ -38,6 +38,7 @@ import numpy as np
 
 from repro.data.arrays import DataError, Split, read_split, write_split
 from repro.atomic import atomic_write, sha256_file
+from repro.prepared import broken_splits, stale_temp_files  # noqa: F401 (part of this module's API)
 
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 N_TRAIN_SHARDS = 5
@@ -237,6 +238,30 @@ def _from_imagefolder(directory: Path) -> tuple[Split, Split, dict]:
 
 # --- entry points ----------------------------------------------------------------------------
 
+def check_source(source: str | Path, train_shards: int | None = None) -> dict:
+    """Verify ``source`` as prepare_cifar10 would read it, writing nothing: the shards' SHA-256 (shards:),
+    the batches' MD5 (official:PATH), every image decoding (dir:). The workflow runs this as its own
+    step before the preparation, so a corrupt new source is refused while the old prepared splits
+    are still there (Snakemake deletes a job's outputs before the job runs). ``official:download``
+    can only be checked after the download: it is checked then. Raises DataError."""
+    kind, location = parse_source(source)
+    if train_shards is not None and not 1 <= train_shards <= N_TRAIN_SHARDS:
+        raise DataError(f"train_shards must be 1..{N_TRAIN_SHARDS}, got {train_shards}")
+    n_shards = N_TRAIN_SHARDS if train_shards is None else train_shards
+    if kind == "shards":
+        directory = Path(location)
+        sums = _read_sha256sums(directory)
+        names = [f"train-{i}.tar.xz" for i in range(n_shards)] + ["test.tar.xz"]
+        return {"source": str(source), "inputs_sha256": {n: _verified_shard(directory, n, sums)[1] for n in names}}
+    if kind == "official":
+        if location == "download":
+            return {"source": str(source), "checked": "after the download"}
+        wanted = [f"data_batch_{i + 1}" for i in range(n_shards)] + ["test_batch"]
+        return {"source": str(source), **_official_batches(location, Path("."), wanted)[1]}
+    train, test, _ = _from_imagefolder(Path(location))
+    return {"source": str(source), "n_images": {"train": len(train), "test": len(test)}}
+
+
 def prepare_cifar10(source: str | Path, out_dir: Path, train_shards: int | None = None) -> dict:
     """Prepare CIFAR-10 from ``source`` (see module doc) into ``out_dir``; returns the manifest.
 
@@ -247,6 +272,8 @@ def prepare_cifar10(source: str | Path, out_dir: Path, train_shards: int | None 
     if train_shards is not None and not 1 <= train_shards <= N_TRAIN_SHARDS:
         raise DataError(f"train_shards must be 1..{N_TRAIN_SHARDS}, got {train_shards}")
     n_shards = N_TRAIN_SHARDS if train_shards is None else train_shards
+    for tmp in stale_temp_files(out_dir):  # what a killed preparation left: never read, removed here
+        tmp.unlink(missing_ok=True)
     if kind == "shards":
         train, test, info = _from_shards(Path(location), n_shards)
     elif kind == "official":
@@ -270,6 +297,7 @@ def prepare_cifar10(source: str | Path, out_dir: Path, train_shards: int | None 
     for name, split in (("train", train), ("test", test)):
         digest = write_split(out_dir / f"{name}.npz", split)
         manifest["splits"][name] = {"file": f"{name}.npz", "sha256": digest, "n_images": len(split),
+                                    "bytes": (out_dir / f"{name}.npz").stat().st_size,
                                     "per_class": np.bincount(split.labels, minlength=len(split.classes)).tolist()}
     atomic_write(out_dir / MANIFEST, lambda fh: fh.write((json.dumps(manifest, indent=2) + "\n").encode()))
     return manifest
@@ -288,25 +316,33 @@ def main(argv: list[str] | None = None) -> int:
                     "int64 labels, each with a .sha256 sidecar) and manifest.json.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="""source specs:
-  shards:DIR         JPEG tar.xz shards + SHA256SUMS (e.g. shards:/work/shared/data/cifar10-jpeg)
+  shards:DIR         JPEG tar.xz shards + SHA256SUMS (e.g. shards:../shared/data/cifar10-jpeg)
   official:download  download the official python release (needs network; MD5 checked)
   official:PATH      cifar-10-python.tar.gz or an unpacked cifar-10-batches-py directory (MD5 checked)
   dir:DIR            image folder DIR/{train,test}/<class>/*.jpg|png
 
 examples:
-  python -m repro.data.cifar10 --source shards:/work/shared/data/cifar10-jpeg --out data/cifar10
-  python -m repro.data.cifar10 --source shards:/work/shared/data/cifar10-jpeg --out data/cifar10-1 --train-shards 1
+  python -m repro.data.cifar10 --source shards:<shards dir> --out data/cifar10
+  python -m repro.data.cifar10 --source shards:<shards dir> --out data/cifar10-1 --train-shards 1
+  python -m repro.data.cifar10 --source shards:<shards dir> --check   (verify only; writes nothing)
 
 The full JPEG set takes about 20 s on one CPU core and writes 180 MB.
 Exit status: 0 ok, 2 missing/corrupt input (the message says what to do).""",
     )
     parser.add_argument("--source", required=True, help="where the images come from (see source specs below)")
-    parser.add_argument("--out", required=True, type=Path, help="output directory")
+    parser.add_argument("--out", type=Path, help="output directory (required unless --check)")
+    parser.add_argument("--check", action="store_true", help="only verify the source (checksums); write nothing")
     parser.add_argument("--train-shards", type=int, default=None, metavar="N",
                         help="use only the first N of the 5 training shards/batches (10,000 images each); "
                              "default all")
     args = parser.parse_args(argv)
+    if not args.check and args.out is None:
+        parser.error("--out is required (or --check to verify the source only)")
     try:
+        if args.check:
+            checked = check_source(args.source, args.train_shards)
+            print(f"source {args.source} checked: " + json.dumps({k: v for k, v in checked.items() if k != "source"}))
+            return 0
         manifest = prepare_cifar10(args.source, args.out, args.train_shards)
     except DataError as exc:
         print(f"repro.data.cifar10: error: {exc}", file=sys.stderr)

@@ -1,0 +1,43 @@
+"""Prepared CIFAR-10 splits as the workflow sees them, with no heavy imports (Snakemake calls
+:func:`broken_splits` at every start): does a prepared folder still match its manifest, and which
+temp files did a killed preparation leave there."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from repro.atomic import sha256_file
+
+MANIFEST = "manifest.json"
+
+
+def stale_temp_files(out_dir: Path) -> list[Path]:
+    """Temp files a killed preparation left in ``out_dir`` (atomic_write's ``.<name>.*.tmp``)."""
+    names = ("train.npz", "test.npz", "train.npz.sha256", "test.npz.sha256", MANIFEST)
+    return sorted(p for n in names for p in Path(out_dir).glob(f".{n}.*.tmp"))
+
+
+def broken_splits(out_dir: Path) -> list[str]:
+    """Why the prepared splits in ``out_dir`` do not match their manifest (cheap: file sizes where the
+    manifest records them, else the SHA-256), [] when they do or when nothing is prepared yet. The
+    workflow calls this at every start and removes the manifest of a broken set, so that Snakemake
+    sees an output missing and reruns the data step."""
+    out_dir = Path(out_dir)
+    try:
+        manifest = json.loads((out_dir / MANIFEST).read_text())
+        splits = manifest["splits"]
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return [f"{out_dir / MANIFEST} is unreadable ({exc})"]
+    problems = []
+    for name, entry in splits.items():
+        path = out_dir / entry["file"]
+        if not path.is_file():
+            problems.append(f"{path} is missing")
+        elif "bytes" in entry and path.stat().st_size != entry["bytes"]:
+            problems.append(f"{path} has {path.stat().st_size} bytes, the manifest says {entry['bytes']} (truncated?)")
+        elif "bytes" not in entry and sha256_file(path) != entry["sha256"]:
+            problems.append(f"{path} does not match the SHA-256 in the manifest")
+    return problems
