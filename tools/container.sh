@@ -73,7 +73,7 @@ podman build --quiet --network host --build-arg "BASE=$BASE" "${mounts[@]}" \
     --env PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
     -f "$ROOT/containers/Containerfile" -t "$IMAGE" "$ROOT" >/dev/null
 
-log "export $OUT/repro-cpu.oci.tar"
+log "built; export $OUT/repro-cpu.oci.tar"
 rm -f "$OUT/repro-cpu.oci.tar"
 podman save --quiet --format oci-archive -o "$OUT/repro-cpu.oci.tar" "$IMAGE"
 
@@ -93,7 +93,7 @@ EOF
 printf '#!/bin/sh\nexec python "$@"\n' > "$work/rootfs/.singularity.d/runscript"
 chmod 755 "$work/rootfs/.singularity.d/env/90-environment.sh" "$work/rootfs/.singularity.d/runscript"
 ln -sf .singularity.d/runscript "$work/rootfs/singularity"
-mksquashfs "$work/rootfs" "$work/rootfs.squashfs" -quiet -noappend -comp gzip -processors "$(nproc)" >/dev/null
+mksquashfs "$work/rootfs" "$work/rootfs.squashfs" -quiet -noappend -comp gzip -Xcompression-level 1 -processors "$(nproc)" >/dev/null
 rm -f "$SIF"
 siftool new "$SIF"
 siftool add "$SIF" "$work/rootfs.squashfs" --datatype 4 --parttype 2 --partfs 1 --partarch 2
