@@ -79,7 +79,7 @@ def test_mlflow_ui_shows_every_experiment_and_run(mlflow_ui):
     assert not missing, f"the MLflow UI's experiment list lacks {missing}"
     for paper in papers:
         exp = client.get_experiment_by_name(f"repro/{paper}")
-        page = f"{url}/#/experiments/{exp.experiment_id}"
+        page = f"{url}/#/experiments/{exp.experiment_id}/runs"  # the runs table (the bare page: a GenAI overview)
         dom = browser.dump_dom(page, settle_ms=SETTLE_MS)
         names = [layout.split(e)[1] for e in layout.experiment_names() if layout.split(e)[0] == paper]
         missing = [n for n in names if f">{n}<" not in dom]

@@ -79,7 +79,7 @@ def slurm_slice(cluster, tmp_path_factory, smoke_run):
         shutil.rmtree(target) if target.is_dir() else target.unlink()
     common = ("--executor", "slurm", "--profile", "profiles/slurm", "--slurm-status-command", "squeue",
               "--latency-wait", "5", "--config", "scale=smoke", f"cifar10_source=shards:{shards}")
-    data = snakemake(*common, DATA, cwd=work, check=False, timeout=1200)
+    data = snakemake(*common, "--", DATA, cwd=work, check=False, timeout=1200)  # "--": --config takes the rest
     rest = snakemake(*common, "--allowed-rules", *SLICE_RULES, "--rerun-triggers", "code", "params", "input",
                      "software-env", "--", f"results/build/kernels/{KERNEL}.json", f"results/{ARM}/record.json",
                      f"results/figures/{FIGURE}.png", "results/claims/report.html", cwd=work, check=False,
