@@ -6,7 +6,8 @@ TORCH_SPEC  ?= torch==2.13.0
 CORES       ?= all
 SNAKEMAKE   := PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/snakemake
 
-.PHONY: all setup test smoke paper lint mlflow-ui bench-pipeline wheelhouse clean-results help
+.PHONY: all setup test smoke paper lint mlflow-ui bench-pipeline wheelhouse clean-results help \
+        slurm-test mlflow-server mlflow-server-stop container browser-test
 
 all: setup                ## set up, then run the whole DAG (paper scale with a GPU, smoke without)
 	$(SNAKEMAKE) --cores $(CORES)
@@ -33,6 +34,26 @@ lint: setup               ## snakemake --lint
 
 mlflow-ui: setup          ## browse the runs: http://127.0.0.1:5000
 	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///results/mlflow.db --host 127.0.0.1 --port 5000
+
+# The real services (tests/real; .ci/run runs them all). Each installs its Debian packages if missing (root).
+REAL_TEST   := PYTHONPATH=$(abspath src) $(VENV)/bin/python -m pytest -q
+
+slurm-test: setup         ## start a single-node SLURM cluster (tools/slurm_local.sh), run a DAG slice through it
+	bash tools/slurm_local.sh start
+	REPRO_REQUIRE_SERVICES=slurm $(REAL_TEST) tests/real/test_real_slurm.py
+
+mlflow-server: setup      ## start a team MLflow server on its own PostgreSQL (results/mlflow-server); prints its URI
+	bash tools/mlflow_server.sh start
+
+mlflow-server-stop:       ## stop that server and its PostgreSQL
+	bash tools/mlflow_server.sh stop
+
+container:                ## build the CPU step image with podman, export OCI archive + containers/repro-cpu.sif
+	bash tools/container.sh
+
+browser-test: setup       ## headless Chromium on the MLflow UI and the claims report (screenshots: results/tests/screenshots)
+	command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+	REPRO_REQUIRE_SERVICES=chromium $(REAL_TEST) tests/real/test_real_browser.py tests/test_report_browser.py
 
 bench-pipeline: setup     ## time a no-op rerun of the whole DAG (target: under 5 s)
 	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) benchmarks/pipeline_noop.py

@@ -67,6 +67,47 @@ def dag_jobs(workdir: Path, config: dict) -> list:
         return list(workflow.dag.jobs)
 
 
+def snakemake(*args, cwd=REPO, check=True, timeout=None):
+    """``python -m snakemake ARGS`` in ``cwd``, with this interpreter's environment first on PATH (the
+    rules call `python`)."""
+    import os
+    import subprocess
+
+    bindir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True,
+                          env=env, timeout=timeout)
+    if check:
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+SMOKE_COPY = ("Snakefile", "config", "workflow", "profiles", "src")
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory):
+    """The whole DAG at smoke scale in a copy of the repository (results stay out of the checkout):
+    (work folder, snakemake's CompletedProcess, CIFAR-10 shards). Session-wide: the workflow tests
+    and the real-service tests (tests/real: SLURM, the browser) share one run. Tests must not
+    change it (copy it first) or must leave it as they found it."""
+    import shutil
+
+    shards = REPO.parent / "shared" / "data" / "cifar10-jpeg"
+    if not (shards / "SHA256SUMS").exists():
+        pytest.skip("CIFAR-10 shards not beside the checkout")
+    work = tmp_path_factory.mktemp("smoke")
+    for name in SMOKE_COPY:
+        src = REPO / name
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / name)
+    ref = REPO / "results" / "reference"
+    if ref.exists():
+        shutil.copytree(ref, work / "results" / "reference")
+    proc = snakemake("--cores", "2", "--config", "scale=smoke", f"cifar10_source=shards:{shards}", cwd=work,
+                     check=False)
+    return work, proc, shards
+
+
 def experiment_cfg(experiment: str):
     """An experiment file as Hydra composes it (its base merged under a variant), as an OmegaConf config."""
     from omegaconf import OmegaConf

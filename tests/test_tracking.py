@@ -48,6 +48,29 @@ def test_reingest_adds_nothing(tmp_path):
         assert {run["experiment_id"] for run in summary["runs"].values()} == {exp.experiment_id}
 
 
+def test_figures_are_logged_as_artifacts(tmp_path):
+    """The experiment's figure (PNG and PDF, where the figure rule drew it) is an artifact of its run,
+    beside the record folder; an experiment without a figure gets none."""
+    results = tmp_path / "results"
+    _records(results)
+    figures = results / "figures" / "p"
+    figures.mkdir(parents=True)
+    (figures / "e0.png").write_bytes(b"\x89PNG fake")
+    (figures / "e0.pdf").write_bytes(b"%PDF fake")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    summary = tracking.ingest(results, uri, tmp_path / "artifacts")
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    by_exp = {rid: run["run_id"] for rid, run in summary["runs"].items()}
+    runs = {client.get_run(run_id).data.tags["repro.experiment"]: run_id for run_id in by_exp.values()}
+    assert {a.path for a in client.list_artifacts(runs["e0"], "figure")} == {"figure/e0.png", "figure/e0.pdf"}
+    assert not client.list_artifacts(runs["e1"], "figure")
+    assert {a.path for a in client.list_artifacts(runs["e1"])} == {"run"}
+    # the run is complete (its DONE tag set after the figures), so re-ingesting adds nothing
+    assert not tracking.ingest(results, uri, tmp_path / "artifacts")["logged"]
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

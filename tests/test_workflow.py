@@ -1,15 +1,11 @@
 """The Snakemake DAG: job counts per scale (API dry run), lint, and the smoke DAG end to end."""
 
 import collections
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, dag_jobs
+from conftest import REPO, dag_jobs, snakemake as _snakemake
 
 from repro import layout
 
@@ -106,17 +102,6 @@ def test_superneurons_records_feed_the_report():
     assert "results/figures/superneurons/max_batch.png" in claims_inputs
 
 
-def _snakemake(*args, cwd=REPO, check=True):
-    # the rules call `python`: put this interpreter's environment first on PATH
-    bindir = Path(sys.executable).parent
-    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    proc = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True,
-                          env=env)
-    if check:
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
-
-
 def test_lint():
     proc = _snakemake("--lint", check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -125,24 +110,6 @@ def test_lint():
 def test_bad_config_value_fails_at_start():
     proc = _snakemake("-n", "--config", "scale=huge", check=False)
     assert proc.returncode != 0 and "scale" in proc.stderr + proc.stdout
-
-
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory, request):
-    """The whole DAG at smoke scale in a copy of the repository (results stay out of the checkout)."""
-    shards = REPO.parent / "shared" / "data" / "cifar10-jpeg"
-    if not (shards / "SHA256SUMS").exists():
-        pytest.skip("CIFAR-10 shards not beside the checkout")
-    work = tmp_path_factory.mktemp("smoke")
-    for name in ("Snakefile", "config", "workflow", "profiles", "src"):
-        src = REPO / name
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / name)
-    ref = REPO / "results" / "reference"
-    if ref.exists():
-        shutil.copytree(ref, work / "results" / "reference")
-    proc = _snakemake("--cores", "2", "--config", "scale=smoke", f"cifar10_source=shards:{shards}", cwd=work,
-                      check=False)
-    return work, proc, shards
 
 
 @pytest.mark.slow

@@ -25,28 +25,41 @@ def chromium() -> str | None:
     return next((path for name in NAMES if (path := shutil.which(name))), None)
 
 
-def _run(page: Path, *args: str, timeout: float) -> subprocess.CompletedProcess:
+def _address(page: Path | str) -> str:
+    """A local file's file:// URI; an http(s) URL as it is."""
+    if isinstance(page, str) and page.startswith(("http://", "https://")):
+        return page
+    return Path(page).resolve().as_uri()
+
+
+def _run(page: Path | str, *args: str, timeout: float, settle_ms: int = 0) -> subprocess.CompletedProcess:
     exe = chromium()
     if exe is None:
         raise BrowserError("chromium is not installed (apt-get install -y chromium)")
+    # a page that renders from scripts (the MLflow UI) needs time after `load` before its DOM is
+    # read: --virtual-time-budget lets its timers and fetches run that long first
+    budget = (f"--virtual-time-budget={settle_ms}",) if settle_ms else ()
     with tempfile.TemporaryDirectory(prefix="repro-chromium-") as profile:
-        proc = subprocess.run([exe, *FLAGS, f"--user-data-dir={profile}", *args, Path(page).resolve().as_uri()],
+        proc = subprocess.run([exe, *FLAGS, f"--user-data-dir={profile}", *budget, *args, _address(page)],
                               capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise BrowserError(f"chromium exited {proc.returncode}: {proc.stderr[-2000:]}")
     return proc
 
 
-def dump_dom(page: Path, timeout: float = 120) -> str:
-    """The page's DOM as Chromium serialises it after loading."""
-    return _run(page, "--dump-dom", timeout=timeout).stdout
+def dump_dom(page: Path | str, timeout: float = 120, settle_ms: int = 0, width: int = 1400,
+             height: int = 1800) -> str:
+    """The DOM of ``page`` (a file, or an http URL) as Chromium serialises it after loading, and after
+    ``settle_ms`` of virtual time for pages that render from scripts."""
+    return _run(page, "--dump-dom", f"--window-size={width},{height}", timeout=timeout, settle_ms=settle_ms).stdout
 
 
-def screenshot(page: Path, out: Path, width: int = 1400, height: int = 1800, timeout: float = 120) -> Path:
-    """A PNG of the top ``width`` x ``height`` pixels of the page."""
+def screenshot(page: Path | str, out: Path, width: int = 1400, height: int = 1800, timeout: float = 120,
+               settle_ms: int = 0) -> Path:
+    """A PNG of the top ``width`` x ``height`` pixels of the page (see dump_dom for ``settle_ms``)."""
     out = Path(out).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
-    _run(page, f"--screenshot={out}", f"--window-size={width},{height}", timeout=timeout)
+    _run(page, f"--screenshot={out}", f"--window-size={width},{height}", timeout=timeout, settle_ms=settle_ms)
     if not out.is_file():
         raise BrowserError(f"chromium wrote no screenshot to {out}")
     return out

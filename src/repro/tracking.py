@@ -2,7 +2,9 @@
 
 The one MLflow writer: logs every run record under results/ into MLflow. Experiment jobs never
 touch the MLflow store (parallel jobs and SQLite do not mix); this step runs once, after them.
-Each record maps to one MLflow run tagged with its record id, so re-ingesting adds nothing; the
+Each record maps to one MLflow run tagged with its record id, so re-ingesting adds nothing; its
+folder (record, tables) is logged as the run's artifacts under `run/`, and its experiment's figure
+(results/figures/<paper>/<name>.png and .pdf, where drawn) under `figure/`. The
 summary (``--out``) maps every record id to its run, for the claims report's links.
 
 Safe against concurrent and killed ingestions:
@@ -108,7 +110,7 @@ def _experiment(client, name: str, location: str | None) -> str:
         return exp.experiment_id
 
 
-def _log(client, exp_id: str, rec: dict, digest: str) -> str:
+def _log(client, exp_id: str, rec: dict, digest: str, results: Path) -> str:
     """Log one record as a new run; the DONE tag, set last, marks it complete."""
     tags = {TAG: rec["record_id"], "repro.status": rec["status"], "repro.scale": rec["scale"],
             "repro.experiment": rec["experiment"], "mlflow.runName": rec["experiment"],
@@ -139,6 +141,11 @@ def _log(client, exp_id: str, rec: dict, digest: str) -> str:
                         client.log_metric(rid, f"epoch.{col}", float(val), step=int(step))
     kill_point("tracking.logged")
     client.log_artifacts(rid, str(rec_dir), artifact_path="run")
+    # the experiment's figure (the figure rule's PNG and PDF), where it has been drawn
+    for suffix in ("png", "pdf"):
+        figure = Path(results) / "figures" / rec["paper"] / f"{rec_dir.name}.{suffix}"
+        if figure.is_file():
+            client.log_artifact(rid, str(figure), artifact_path="figure")
     client.set_terminated(rid, status="FINISHED" if rec["status"] == "ok" else "KILLED")
     client.set_tag(rid, DONE, digest)
     return rid
@@ -177,7 +184,7 @@ def ingest(results: Path, uri: str, artifact_root: Path | None = None) -> dict:
                 if stale:
                     summary["repaired"].append(rec["record_id"])
                 try:
-                    mine = _log(client, exp_id, rec, digest)
+                    mine = _log(client, exp_id, rec, digest, results)
                 except MlflowException:  # our run was deleted under us by a racing ingestion
                     continue
                 after = _runs_of(client, exp_id, rec["record_id"])
