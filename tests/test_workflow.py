@@ -89,15 +89,18 @@ def test_an_experiment_reads_what_its_file_declares():
 
 
 def test_superneurons_records_feed_the_report():
-    """The superneurons rule builds its four experiments; the claims report and the MLflow step take
+    """The superneurons rule builds every experiment file of the paper (the four of the paper's
+    results and the comparisons with today's alternatives); the claims report and the MLflow step take
     their records (and every figure) as inputs."""
+    from repro import layout
+
+    names = sorted(layout.experiments_of("superneurons"))
+    assert {"depth", "max_batch", "peak_memory", "throughput", "vs_today_vit"} <= set(names)
     jobs = dag_jobs(REPO, {"scale": "smoke"})
-    assert sorted(j.wildcards["exp"] for j in jobs if j.rule.name == "superneurons") == ["depth", "max_batch",
-                                                                                         "peak_memory", "throughput"]
+    assert sorted(j.wildcards["exp"] for j in jobs if j.rule.name == "superneurons") == names
     for rule in ("claims", "mlflow"):
         inputs = {str(f) for j in jobs if j.rule.name == rule for f in j.input}
-        assert {f"results/superneurons/{e}/record.json" for e in ("peak_memory", "depth", "max_batch",
-                                                                  "throughput")} <= inputs
+        assert {f"results/superneurons/{e}/record.json" for e in names} <= inputs
     claims_inputs = {str(f) for j in jobs if j.rule.name == "claims" for f in j.input}
     assert "results/figures/superneurons/max_batch.png" in claims_inputs
 
