@@ -134,7 +134,7 @@ def smoke_run(tmp_path_factory, request):
     if not (shards / "SHA256SUMS").exists():
         pytest.skip("CIFAR-10 shards not beside the checkout")
     work = tmp_path_factory.mktemp("smoke")
-    for name in ("Snakefile", "config", "workflow", "profiles", "src"):
+    for name in ("Snakefile", "pyproject.toml", "config", "workflow", "profiles", "src"):
         src = REPO / name
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / name)
     ref = REPO / "results" / "reference"
@@ -162,9 +162,10 @@ def test_smoke_dag_end_to_end(smoke_run):
 
 
 # The smoke scale must show learning, or a broken trainer passes the smoke DAG (issue 19, item 9):
-# the baseline ResNet-32 smoke run (2,560 images, 3 epochs, 1,000 test images) reaches about 28%
-# top-1 and a test loss of about 1.9; chance is 10% and ln(10) = 2.30.
-SMOKE_MIN_TOP1 = 20.0
+# the baseline ResNet-32 smoke run (2,560 images, 3 epochs, 1,000 test images) reaches 28.5% top-1
+# (seeds 1 and 2: 23.2%, 22.0%) and a test loss of about 1.9; chance is 10% (one standard deviation
+# of a guess's top-1 on 1,000 images: about 1 point) and a uniform guess's loss ln(10) = 2.30.
+SMOKE_MIN_TOP1 = 16.0
 
 
 def learning_problems(run: Path) -> list[str]:
