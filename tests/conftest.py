@@ -82,7 +82,7 @@ def snakemake(*args, cwd=REPO, check=True, timeout=None):
     return proc
 
 
-SMOKE_COPY = ("Snakefile", "config", "workflow", "profiles", "src")
+SMOKE_COPY = ("Snakefile", "pyproject.toml", "config", "workflow", "profiles", "src")  # the report reads the licence in pyproject.toml
 
 
 @pytest.fixture(scope="session")

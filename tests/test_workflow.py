@@ -131,6 +131,54 @@ def test_smoke_dag_end_to_end(smoke_run):
     assert (work / "results" / "mlflow.db").exists()
 
 
+# The smoke scale must show learning, or a broken trainer passes the smoke DAG (issue 19, item 9):
+# the baseline ResNet-32 smoke run (2,560 images, 3 epochs, 1,000 test images) reaches 28.5% top-1
+# (seeds 1 and 2: 23.2%, 22.0%) and a test loss of about 1.9; chance is 10% (one standard deviation
+# of a guess's top-1 on 1,000 images: about 1 point) and a uniform guess's loss ln(10) = 2.30.
+SMOKE_MIN_TOP1 = 16.0
+
+
+def learning_problems(run: Path) -> list[str]:
+    """Why the baseline smoke run in ``run`` did not learn (empty: it did)."""
+    import math
+
+    import pandas as pd
+
+    from repro import records
+
+    rec = records.read(run / "record.json")
+    m, last = rec["metrics"], pd.read_csv(run / "epochs.csv").iloc[-1]
+    problems = []
+    if m["n_test_images"] < 1000:
+        problems.append(f"{m['n_test_images']:.0f} test images: too few to tell learning from chance")
+    if not m["final_top1"] >= SMOKE_MIN_TOP1:
+        problems.append(f"final top-1 {m['final_top1']:.1f}% < {SMOKE_MIN_TOP1}% (chance is 10%)")
+    if not last.test_loss < math.log(10):
+        problems.append(f"final test loss {last.test_loss:.3f} >= ln(10), a uniform guess's")
+    return problems
+
+
+@pytest.mark.slow
+def test_smoke_baseline_learns(smoke_run):
+    work, proc, _ = smoke_run
+    assert proc.returncode == 0
+    assert learning_problems(work / "results" / "baseline" / "resnet32") == []
+
+
+@pytest.mark.slow
+def test_the_learning_check_fails_for_a_broken_trainer(smoke_run, tmp_path):
+    """The check above can fail: the same smoke run with the learning rate at 0 (a trainer that never
+    steps) on the DAG's prepared data."""
+    work, proc, _ = smoke_run
+    assert proc.returncode == 0
+    env = {**os.environ, "PYTHONPATH": str(work / "src")}
+    subprocess.run([sys.executable, "-m", "repro.run", "experiment=baseline/resnet32", "scale=smoke",
+                    "experiment.params.lr=0", f"out={tmp_path / 'lr0'}"], cwd=work, env=env, check=True,
+                   capture_output=True)
+    problems = learning_problems(tmp_path / "lr0")
+    assert any("top-1" in p for p in problems) and any("test loss" in p for p in problems), problems
+
+
 @pytest.mark.slow
 def test_smoke_rerun_is_a_no_op(smoke_run):
     work, proc, shards = smoke_run

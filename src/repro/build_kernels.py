@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from repro.layout import kernel_sources
+from repro.faults import kill_point
 from repro.records import atomic_write_text
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -89,6 +90,7 @@ def build(out_dir: Path, arch: str = "sm_90", nvcc: str | None = None, srcs: lis
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
             for stem, entry in pool.map(lambda s: _compile(s, out_dir, arch, nvcc, summary["nvcc_version"]), srcs):
                 summary["kernels"][stem] = entry
+    kill_point("build.compiled")
     for stem, entry in summary["kernels"].items():
         atomic_write_text(out_dir / f"{stem}.json", json.dumps(entry, indent=2) + "\n")
     return summary

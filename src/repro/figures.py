@@ -19,6 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from repro import records  # noqa: E402
+from repro.faults import kill_point  # noqa: E402
 from repro.reference import find_reference, input_gpu_name  # noqa: E402
 
 
@@ -113,6 +114,7 @@ def save(fig, out_png: Path) -> Path:
     fig.savefig(tmp_png, dpi=150, bbox_inches="tight")
     fig.savefig(tmp_pdf, bbox_inches="tight")
     plt.close(fig)
+    kill_point("figure.temp_written")
     tmp_pdf.replace(out_png.with_suffix(".pdf"))
     tmp_png.replace(out_png)
     return out_png

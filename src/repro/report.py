@@ -19,6 +19,7 @@ import pandas as pd
 from repro import artifact, claims_chart, report_html, report_markdown
 from repro.atomic import atomic_write
 from repro.claims import CSV_COLUMNS, load_mlflow_runs
+from repro.faults import kill_point
 from repro.records import atomic_write_text
 from repro.report_content import Context
 
@@ -43,6 +44,7 @@ def write(df: pd.DataFrame, out: Path, figures: list[Path], results: Path, refer
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "claims.csv", df[CSV_COLUMNS].to_csv(index=False))
+    kill_point("report.csv_written")
     here_runs = artifact.experiment_runs(results, config_root)
     ref_runs = artifact.reference_runs(reference_root, config_root)
     tests = artifact.junit(junit) if junit else None

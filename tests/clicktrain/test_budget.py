@@ -44,6 +44,19 @@ def test_point_params_scale_admm_phases():
         point_params(p, "lottery", 10)
 
 
+def test_arm_params_set_every_point_of_their_arm():
+    """At smoke scale the dense arm's points keep the pruning arms' size, though the baseline's own
+    smoke run (the dense arm's experiment) trains on 2,560 images to show learning."""
+    smoke = read_config("smoke")
+    dense = [q for q in budget_points(smoke) if q.labels["arm"] == "dense"]
+    assert dense and all(q.params["n_train"] == 256 and q.params["n_test"] == 256 for q in dense)
+    assert all("n_train" not in q.params for q in budget_points(smoke) if q.labels["arm"] != "dense")
+    assert "++experiment.smoke.n_train=256" in sweep.hydra_overrides(dense[0], "smoke")
+    assert all("n_train" not in q.params for q in budget_points(read_config("paper")))
+    with pytest.raises(ValueError, match="arm_params names \\['lottery'\\]"):
+        as_params({"arm_params": {"lottery": {"n_train": 1}}})
+
+
 @pytest.mark.parametrize("scale", ["paper", "smoke"])
 def test_sweep_reuses_only_the_configured_runs(scale):
     p = read_config(scale)

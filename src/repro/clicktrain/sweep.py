@@ -28,6 +28,10 @@ class BudgetParams:
     budgets: list = field(default_factory=lambda: [10, 20, 40])  # total epochs E of each point
     # arm -> {parameter: share of E}: absolute phase lengths that must scale with the budget
     scaled: dict = field(default_factory=lambda: {"admm": {"admm_epochs": 0.5, "retrain_epochs": 0.5}})
+    # arm -> {parameter: value} set on every point of that arm: at smoke scale the dense arm's
+    # experiment (baseline/resnet32) trains on more images than the pruning arms (so that its smoke
+    # run shows learning); its sweep points keep the arms' tiny size
+    arm_params: dict = field(default_factory=dict)
     tolerance: float = 0.3  # top-1 points under an arm's best that still count as converged
     # with repeats: the tolerance is at least one run's spread (their pooled sd), so a difference that
     # a rerun of the same point could show is not read as still improving
@@ -46,6 +50,9 @@ def as_params(params: dict) -> BudgetParams:
     unknown = sorted(set(p.repeat_budgets) - set(p.budgets))
     if unknown:
         raise ValueError(f"repeat_budgets {unknown} are not in budgets {sorted(p.budgets)}")
+    stray = sorted(set(p.arm_params) - set(p.arms))
+    if stray:
+        raise ValueError(f"arm_params names {stray}, not arms of the sweep ({sorted(p.arms)})")
     if p.repeat_budgets and not p.repeat_seeds:
         raise ValueError(f"repeat_budgets {p.repeat_budgets} but no repeat_seeds")
     return p
@@ -55,7 +62,7 @@ def point_params(p: BudgetParams, arm: str, epochs: int) -> dict:
     """The parameters that set arm ``arm`` to budget ``epochs``."""
     if arm not in p.arms:
         raise ValueError(f"unknown arm {arm!r}; the sweep's arms: {sorted(p.arms)}")
-    return {"epochs": int(epochs),
+    return {"epochs": int(epochs), **p.arm_params.get(arm, {}),
             **{key: max(1, round(epochs * share)) for key, share in p.scaled.get(arm, {}).items()}}
 
 

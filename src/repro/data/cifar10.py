@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from repro.data.arrays import DataError, Split, read_split, write_split
+from repro.faults import kill_point
 from repro.atomic import atomic_write, sha256_file
 from repro.prepared import broken_splits, stale_temp_files  # noqa: F401 (part of this module's API)
 
@@ -299,6 +300,8 @@ def prepare_cifar10(source: str | Path, out_dir: Path, train_shards: int | None 
         manifest["splits"][name] = {"file": f"{name}.npz", "sha256": digest, "n_images": len(split),
                                     "bytes": (out_dir / f"{name}.npz").stat().st_size,
                                     "per_class": np.bincount(split.labels, minlength=len(split.classes)).tolist()}
+        if name == "train":
+            kill_point("data.train_written")
     atomic_write(out_dir / MANIFEST, lambda fh: fh.write((json.dumps(manifest, indent=2) + "\n").encode()))
     return manifest
 

@@ -32,6 +32,7 @@ import torch.nn as nn
 
 from repro.data.arrays import Split
 from repro.train.augment import DeviceAugment, channel_stats, epoch_plan
+from repro.faults import kill_point
 from repro.train.checkpoint import load_checkpoint, save_checkpoint, set_rng_state
 from repro.train.hooks import TrainHooks, fast_mode_conflict
 from repro.train.lookahead import Lookahead
@@ -339,6 +340,7 @@ def train(model: nn.Module, train_split: Split, test_split: Split, cfg: TrainCon
                 save_checkpoint(checkpoint, epoch=epoch + 1, model=model, optimizer=optimizer,
                                 hooks_state=hooks.state_dict(), history=history, fingerprint=fingerprint,
                                 extra={"lookahead": lookahead.state_dict()} if lookahead is not None else None)
+                kill_point("train.checkpointed")
             log.info("epoch %d/%d loss %.4f test top-1 %.2f%% train %.2fs (%.0f img/s) peak %.2f GiB [%s]",
                      epoch + 1, cfg.epochs, train_loss, test_top1, train_s, row["images_per_s"],
                      row["peak_mem_bytes"] / 2**30, step.mode)
