@@ -177,10 +177,12 @@ def computes_the_same(rel: str, commit: str) -> bool:
 
 
 # top-level modules that run, record and report but compute no number of a record (build_kernels
-# compiles: the kernel sources are recorded themselves, and each cubin's <stem>.json its flags)
+# compiles: the kernel sources are recorded themselves, and each cubin's <stem>.json its flags;
+# faults kills a process at a named point only when a test asks; watchdog stops an orphaned job)
 BOOKKEEPING = {"__init__", "artifact", "atomic", "browser", "build_kernels", "claims", "claims_chart", "experiment",
-               "figures", "gpu_slots", "kernels", "layout", "machine", "progress", "provenance", "records", "reference",
-               "report", "report_content", "report_html", "report_markdown", "run", "scale", "sweep", "tracking"}
+               "faults", "figures", "gpu_slots", "kernels", "layout", "machine", "progress", "provenance", "records",
+               "reference", "report", "report_content", "report_html", "report_markdown", "run", "scale", "sweep",
+               "tracking", "watchdog"}
 
 
 def _module_file(name: str) -> Path | None:
