@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch.multiprocessing.reductions import StorageWeakRef
@@ -179,3 +180,12 @@ def replay_step(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: R
     finally:
         sgd.remove()
     return tracker.peak, wrapped.plan, wrapped.pool.stats
+
+
+@pytest.fixture(autouse=True)
+def deterministic():
+    """cuDNN deterministic and not autotuning for the test (the GPU gradient comparisons), then as before."""
+    prev = torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    yield
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = prev

@@ -15,17 +15,12 @@ from any_models import ANY, GPU
 from sn_helpers import max_rel_diff
 from test_any_model import CONFIGS, TOLERANCE, one_step
 from repro.superneurons.runtime import RuntimeConfig
+from sn_helpers import deterministic  # noqa: F401  (an autouse fixture: cuDNN deterministic)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 BATCH = 8
 
 
-@pytest.fixture(autouse=True)
-def deterministic():
-    prev = torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark
-    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
-    yield
-    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = prev
 
 
 def _noise_floor(name, dtype) -> float:

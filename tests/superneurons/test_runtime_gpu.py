@@ -16,16 +16,11 @@ from repro.superneurons.liveness import flatten_units, profile_units
 from repro.superneurons.probe import ProbeSpec, run_isolated, run_probe
 from repro.superneurons.runtime import RuntimeConfig, SuperNeuronsModel, make_plan
 from repro.superneurons.tensor_pool import TensorPool
+from sn_helpers import deterministic  # noqa: F401  (an autouse fixture: cuDNN deterministic)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 
-@pytest.fixture(autouse=True)
-def deterministic():
-    prev = torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark
-    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
-    yield
-    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = prev
 
 
 @pytest.mark.parametrize("net", ["resnet", "vgg", "alexnet"])

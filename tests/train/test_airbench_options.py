@@ -15,6 +15,7 @@ from repro.train.augment import DeviceAugment, epoch_plan
 from repro.train.lookahead import Lookahead
 from repro.train.schedule import lr_at
 from repro.train.trainer import _param_groups, evaluate, make_grouped_sgd
+from test_trainer import Killer  # tests/train/test_trainer.py: a simulated kill at a step
 
 CFG = TrainConfig(epochs=2, batch_size=16, warmup_epochs=0.5, eval_batch_size=32, channels_last=False)
 
@@ -143,16 +144,6 @@ def test_lookahead_update_rule():
     assert net.weight.item() == pytest.approx(0.5 * kept + 5.0)
     with pytest.raises(ValueError, match="every"):
         Lookahead(net, every=0, base=0.5, total_steps=4)
-
-
-class Killer(TrainHooks):
-    def __init__(self, kill_at=None):
-        self.kill_at, self.steps = kill_at, 0
-
-    def after_optimizer_step(self, model):
-        self.steps += 1
-        if self.steps == self.kill_at:
-            raise KeyboardInterrupt("killed")
 
 
 def test_airbench_recipe_trains_and_resumes_with_lookahead(data, tmp_path):
