@@ -1,6 +1,9 @@
 """The Snakemake DAG: job counts per scale (API dry run), lint, and the smoke DAG end to end."""
 
 import collections
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
