@@ -344,8 +344,10 @@ def _judgments(path: str, mtime) -> dict[str, dict[str, set[str]]]:
 def judged_unmoved(rel: str, was: str | None, now: str | None) -> bool:
     """Whether config/unmoved.yaml judges the change of ``rel`` from digest ``was`` to ``now`` (through
     any chain of judged changes) to compute the same numbers."""
-    if not was or not now or was == now:
-        return bool(was) and was == now
+    if not was or not now:
+        return False
+    if was == now:
+        return True
     edges = unmoved_judgments().get(rel, {})
     seen, todo = {was}, [was]
     while todo:
