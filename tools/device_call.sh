@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine, run there from the repository root of the carried tree:
 # wheels (.whl/) into /tmp/site, CIFAR-10 prepared beside the kernel build when
-# .device-data/prep_first exists, then the plan's steps one after another under one deadline;
+# .device-data/prep_first exists (the build skipped when .device-data/no_build exists), then the plan's steps one after another under one deadline;
 # records and logs packed into $OUT/results.tar.gz (logs under results/device-logs/: the device
 # tool brings back only a few files).
 #   tools/device_tree.sh && cp tools/device_call.sh .device-data/call.sh   (here; write the plan
@@ -22,7 +22,8 @@ echo "commit $REPRO_GIT_COMMIT start $(date -u +%T)" | tee -a "$log"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee -a "$log"
 t0=$(date +%s)
 [[ -f ../prep_first ]] && { python -m repro.data.cifar10 --source shards:../cifar10-jpeg --out results/data/cifar10 > "$OUT/prep.log" 2>&1 & }
-python -m repro.build_kernels --out results/build/kernels > "$OUT/build.log" 2>&1; wait; echo "build rc=$? $(( $(date +%s)-t0 )) s" | tee -a "$log"
+if [[ -f ../no_build ]]; then wait; echo "build skipped (.device-data/no_build)" | tee -a "$log"  # runs that load no CUDA C kernel
+else python -m repro.build_kernels --out results/build/kernels > "$OUT/build.log" 2>&1; wait; echo "build rc=$? $(( $(date +%s)-t0 )) s" | tee -a "$log"; fi
 export REPRO_KERNELS_DIR=$PWD/results/build/kernels
 n=0
 while read -r kind rest; do
