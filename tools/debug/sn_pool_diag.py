@@ -9,6 +9,7 @@ script runs the failing cases under pool variants, each telling one hypothesis a
   no_recycle pinned buffers never reused (a buffer overwritten before its copy back?);
   keep       the pool's bookkeeping with no copies (the hooks themselves?);
   clone_get  get() returns a fresh copy (a restored tensor that something writes in place?);
+  no_contig  `keep` without put()'s .contiguous() of strided tensors (listed with their strides);
 and for `as_is` compares every tensor handed back with a copy taken when it was put (corruption of
 the data itself, with its shape and dtype). Run: `python tools/debug/sn_pool_diag.py` on a GPU."""
 
@@ -35,6 +36,12 @@ Pool = tp.TensorPool
 DEVICE = os.environ.get("DIAG_DEVICE", "cuda")  # "cpu": a dry run of the script itself
 SIZES = GPU if DEVICE == "cuda" else None
 ORIG = {k: getattr(Pool, k) for k in ("_offload", "_prefetch", "_recycle", "put", "get")}
+
+
+def variant_patches(name):
+    """The patches of a variant that needs no log (for reuse by others)."""
+    with variant(name, {}) as patches:
+        return dict(patches)
 
 
 @contextlib.contextmanager
@@ -79,6 +86,16 @@ def variant(name, log):
         def get(self, handle):
             return ORIG["get"](self, handle).clone()
         patches = {"get": get}
+    elif name == "no_contig":  # put() as it is, less its .contiguous() for strided tensors
+        def put(self, t):
+            if not (t.is_contiguous() or t.is_contiguous(memory_format=torch.channels_last)):
+                log.setdefault("strided", []).append(f"{tuple(t.shape)} {t.stride()} {t.dtype}")
+            cuda, self.cuda = self.cuda, False
+            try:
+                return ORIG["put"](self, t)
+            finally:
+                self.cuda = cuda
+        patches = {"put": put, **{k: v for k, v in variant_patches("keep").items() if k != "put"}}
     elif name == "as_is":
         def put(self, t):
             h = ORIG["put"](self, t)
@@ -93,7 +110,7 @@ def variant(name, log):
     for k, f in patches.items():
         setattr(Pool, k, f)
     try:
-        yield
+        yield patches
     finally:
         for k in patches:
             setattr(Pool, k, ORIG[k])
@@ -115,6 +132,9 @@ def case(name, dtype, var):
                     zip(names, ref.parameters(), model.parameters())), reverse=True)
     out = {"max_rel_diff": diffs[0][0], "worst": [f"{n} {d:.3g}" for d, n in diffs[:4]],
            "loss": [float(loss_ref), float(loss)], "offloads": wrapped.pool.stats.offloads}
+    if "strided" in log:
+        out["strided"] = sorted(set(log["strided"]))[:12]
+        out["n_strided"] = len(log["strided"])
     if var == "as_is":
         bad = []
         for i, (t0, shape, dt, dev) in log.get("put", {}).items():
@@ -132,7 +152,7 @@ def case(name, dtype, var):
 def main():
     cases = [("lstm", None), ("tv_resnet", torch.bfloat16), ("vit", torch.bfloat16), ("vit", None),
              ("gpt", None), ("lstm", torch.bfloat16)]
-    variants = sys.argv[1:] or ["as_is", "sync", "no_recycle", "keep", "clone_get"]
+    variants = sys.argv[1:] or ["as_is", "sync", "no_recycle", "keep", "clone_get", "no_contig"]
     res = {}
     for name, dtype in cases:
         for var in variants:
