@@ -19,6 +19,10 @@ from sn_helpers import deterministic  # noqa: F401  (an autouse fixture: cuDNN d
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 BATCH = 8
+# fp32 on the GPU: a recomputed forward rounds differently from the first (measured on the H200: ViT,
+# `memory` plan, 3.6e-5 after two steps, against 0 for plain against plain); a wrong layout, mask or
+# stale tensor is O(1) off (0.45 before the pool kept saved tensors' strides)
+GPU_TOLERANCE = {None: 1e-4, torch.bfloat16: TOLERANCE[torch.bfloat16]}
 
 
 
@@ -39,7 +43,7 @@ def test_gradients_equal_plain_on_the_gpu(name, config, dtype):
                                                      batch=BATCH)
     torch.cuda.synchronize()
     floor = _noise_floor(name, dtype)
-    tol = max(10 * floor, TOLERANCE[dtype])
+    tol = max(10 * floor, GPU_TOLERANCE[dtype])
     diff = max_rel_diff([p.grad for p in ref.parameters()], [p.grad for p in model.parameters()])
     print(name, config, dtype, "max rel diff", diff, "plain vs plain", floor)
     assert torch.allclose(loss, loss_ref, rtol=tol, atol=1e-5)

@@ -83,3 +83,33 @@ def test_pool_lru_touch_and_unlimited_budget():
 def test_pool_refuses_negative_budget():
     with pytest.raises(ValueError, match="budget"):
         TensorPool("cpu", budget_bytes=-1)
+
+
+def test_storable_keeps_a_saved_tensors_strides():
+    """The pool stores a saved tensor in the layout it was saved in: on the H200, making a batch-first
+    LSTM output or a transposed bf16 weight contiguous gave gradients 0.45 off plain autograd."""
+    from repro.superneurons.tensor_pool import storable
+    dense = [torch.randn(64, 8, 256).transpose(0, 1), torch.randn(100, 128).t(),
+             torch.randn(4, 3, 5, 5).to(memory_format=torch.channels_last), torch.randn(6, 7)]
+    for t in dense:
+        assert storable(t) is t
+    qkv = torch.randn(8, 65, 576)[..., :192].view(8, 65, 3, 64).permute(0, 2, 1, 3)  # a slice: has gaps
+    s = storable(qkv)
+    assert s is not qkv and torch.equal(s, qkv)
+    assert s.stride() == (12480, 64, 192, 1)  # dense, the dimensions in the slice's stride order
+
+
+def test_module_buffers_and_parameters_stay_out_of_the_pool():
+    """Batch-norm running statistics are saved by batch_norm and updated in place by it: the pool must not
+    hold copies of them (nor of parameters); only activations go in."""
+    from any_models import any_model
+    from repro.superneurons.runtime import RuntimeConfig, SuperNeuronsModel
+    model, x, y = any_model("tv_resnet")
+    wrapped = SuperNeuronsModel(model, RuntimeConfig(recompute="off", pool=True, pool_budget_bytes=0,
+                                                     min_offload_bytes=0))
+    state = {t.untyped_storage().data_ptr() for t in (*model.parameters(), *model.buffers())}
+    wrapped.prepare(x)  # plans and makes the pool
+    put, seen = wrapped.pool.put, []
+    wrapped.pool.put = lambda t: (seen.append(t.untyped_storage().data_ptr()), put(t))[1]
+    torch.nn.functional.cross_entropy(wrapped(x), y).backward()
+    assert seen and not state.intersection(seen)

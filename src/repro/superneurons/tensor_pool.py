@@ -6,7 +6,8 @@ backward (``prefetch``), so the copies overlap with compute.
 Synchronisation. An offload waits (on the side stream) for an event recorded on the compute stream
 after the tensor was produced, copies it into a pinned buffer, and ``record_stream``s the GPU
 tensor on the side stream before the pool drops it, so the caching allocator cannot reuse its
-memory before the copy has read it. A prefetch allocates on the side stream and copies there;
+memory before the copy has read it. Saved tensors keep their strides (``storable``): host buffers and
+restored tensors are made with them. A prefetch allocates on the side stream and copies there;
 ``get`` makes the compute stream wait on the copy's event and ``record_stream``s the tensor on the
 compute stream, so it is not reused while compute still reads it. Pinned buffers are recycled by
 (shape, stride, dtype) and all host copies run on the one side stream, in order, so a buffer is
@@ -39,6 +40,29 @@ import torch
 from repro.superneurons.liveness import tensor_bytes
 
 RESIDENT, HOST, PREFETCHING = "resident", "host", "prefetching"
+
+
+def storable(t: torch.Tensor) -> torch.Tensor:
+    """``t`` itself when its elements fill its storage span without gaps or overlaps (any order of
+    dimensions: a transposed or channels-last tensor), else a dense copy in the same order of strides.
+    The copy to the host and back keeps these strides, so backward sees the saved tensor in the layout
+    it was saved in. Measured on the H200 (session 13, tools/debug/sn_pool_diag.py): making the saved
+    batch-first LSTM output (strides (256, 2048, 1)) or autocast's transposed bf16 weights contiguous
+    gave gradients up to 0.45 off plain autograd, keeping their strides gave 0 difference; so some
+    backward depends on the saved tensor's strides, not only on its values."""
+    if _dense(t):
+        return t
+    return t.clone(memory_format=torch.preserve_format)  # dense, the dimensions in t's stride order
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Non-overlapping and dense: sorted by stride, each stride is the product of the smaller sizes."""
+    expected = 1
+    for size, stride in sorted(((sz, st) for sz, st in zip(t.shape, t.stride()) if sz != 1), key=lambda d: d[1]):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 @dataclass
@@ -103,8 +127,8 @@ class TensorPool:
     # ---- public API ------------------------------------------------------------------------
     def put(self, t: torch.Tensor) -> Handle:
         """Keep ``t`` for later; returns a handle for get()."""
-        if self.cuda and not (t.is_contiguous() or t.is_contiguous(memory_format=torch.channels_last)):
-            t = t.contiguous()
+        if self.cuda:
+            t = storable(t)
         entry_id, self._next = self._next, self._next + 1
         n = tensor_bytes(t)
         self.entries[entry_id] = _Entry(t, n, key=(tuple(t.shape), tuple(t.stride()), t.dtype))
