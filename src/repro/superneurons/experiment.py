@@ -257,6 +257,7 @@ class DepthParams(BenchParams):
     min_blocks: int = 4  # one per stage (the ResNet; another family's floor is its min_depth)
     max_blocks: int = 1400  # search ceiling (a hit is reported as a lower bound); a network's max_depth wins
     resolution: float = 0.04  # bisection stops when (fail - fit) <= resolution * fit (and >= 1 block)
+    growth: float = 2.0  # first phase: x growth from the start while it fits (/ growth while it fails)
     arm_budget_s: dict = field(default_factory=lambda: {"plain": 40, "checkpoint": 60, "save_on_cpu": 60,
                                                         "ours": 150})
 
@@ -326,9 +327,9 @@ def search_largest(probe, start: int, lo_limit: int, hi_limit: int, resolution: 
 
 
 def search_depth(probe, start: int, lo_limit: int, hi_limit: int, resolution: float, budget_s: float, log=None,
-                 what: str = "depth"):
+                 what: str = "depth", growth: float = 2.0):
     """search_largest over a family's depth knob (each probe's result gets the depth under ``depth``)."""
-    return search_largest(probe, start, lo_limit, hi_limit, resolution, budget_s, "depth", log, what)
+    return search_largest(probe, start, lo_limit, hi_limit, resolution, budget_s, "depth", log, what, growth)
 
 
 def search_bracket(probes: list[dict], key: str) -> tuple[int, str]:
@@ -380,7 +381,8 @@ def depth(p: DepthParams, ctx: Context) -> Result:
             start = time.perf_counter()
             what = f"depth {name}/{arm}" if name else f"depth {arm}"
             best, bound, probes = search_depth(probe, int(p.per_search("start_blocks", name, arm)), lo, hi,
-                                               p.resolution, p.per_search("arm_budget_s", name, arm), ctx.log, what)
+                                               p.resolution, p.per_search("arm_budget_s", name, arm), ctx.log, what,
+                                               p.growth)
             extra = (lambda n: dict(blocks=n, conv_layers=conv_layers(n))) if resnet else (lambda n: {})
             rows += [dict(network=name or "resnet", family=fam.model, arm=arm, depth=r["depth"], **extra(r["depth"]),
                           **probe_row(r, measured)) for r in probes]
