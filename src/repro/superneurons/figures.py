@@ -64,7 +64,8 @@ def depth(run_dir: Path) -> Figure:
         y, unit = ("max_conv_layers", "blocks") if resnet else ("max_depth", rows.unit.iloc[0])
         sns.barplot(rows, x="arm", y=y, hue="arm", ax=bars, legend=False)
         for i, row in enumerate(rows.itertuples()):
-            bars.annotate(f"{row.max_depth if 'max_depth' in rows else row.max_blocks} {unit}\n({row.bound})",
+            n = row.max_depth if "max_depth" in rows else row.max_blocks
+            bars.annotate(f"{n} blocks\n({row.bound})" if resnet else f"{n}\n({row.bound})",
                           (i, getattr(row, y)), ha="center", va="bottom", fontsize=8)
         suffix = "" if net in (None, "resnet") else f"_{net}"
         if resnet:
