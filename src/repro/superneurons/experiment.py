@@ -12,11 +12,13 @@ peak_memory  peak memory per network (AlexNet, VGG-16, ResNet-50/101/152) for pl
              on the ResNets beside the working set and the prefetched checkpoint (their estimate
              is 1.17x); it is applied only with isolate: true (an environment variable of the
              probe's process), and cuDNN 9 ignores it (probe.py: what else was tried).
-depth        deepest bottleneck ResNet (stages 3:4:6:3 scaled to N blocks, 3N+5 conv layers) that
+depth        deepest network of a family (DEPTH_FAMILIES: bottleneck ResNet blocks, stages 3:4:6:3
+             scaled to N blocks, 3N+5 conv layers; ViT encoder layers; GPT decoder layers) that
              trains a few steps under a per-process GPU memory cap, per arm (plain,
-             checkpoint_sequential, save_on_cpu, ours); exponential then bisection search with a
-             time budget per arm; a capped search reports a lower bound and says so.
-             Metrics depth_ratio (ours / plain, -> sn.depth), max_conv_layers_ours (-> sn.resnet2500).
+             checkpoint_sequential, save_on_cpu, ours, sac, amb_<v>); exponential then bisection
+             search with a time budget per search; a capped search reports a lower bound and says so.
+             Metrics depth_ratio (ours / plain, -> sn.depth), max_conv_layers_ours (-> sn.resnet2500);
+             with networks, depth_ratio_<net> (-> sn.depth_vit, sn.depth_gpt).
 max_batch    largest batch per network (PAPER_NETWORKS: AlexNet, VGG-16, ResNet-50/101/152) that trains
              a few steps under the per-process cap, per arm (plain and ours; checkpoint and save_on_cpu
              where they apply: checkpoint_sequential cannot run VGG-16, whose segments start at in-place
