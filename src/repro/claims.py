@@ -50,6 +50,7 @@ REQUIRED = {"id", "paper", "statement", "paper_value", "unit", "target", "direct
 NEEDS = re.compile(r"^(cpu|gpu\d*)$")
 OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
 MLFLOW_SUMMARY = Path("mlflow") / "ingested.json"  # below the results folder (repro.tracking --out)
+ESTIMATE_PREFIX = "est_"  # a smoke record's estimate of a metric it cannot measure (here_side)
 
 
 class LedgerError(ValueError):
@@ -264,14 +265,26 @@ def here_side(claim: dict, results: Path) -> Side:
     if all(r["scale"] == "paper" for r in local.values()):
         return _judged(claim, local, claim.get("timing"))
     conds = _conditions(claim)
-    values = [(c, local[c["experiment"]]["metrics"].get(c["key"])) for c in conds]
+    values = [(c, *_smoke_value(local[c["experiment"]]["metrics"], c["key"])) for c in conds]
     scales = sorted({r["scale"] for r in local.values()})
-    side = Side("smoke", value=values[0][1], records=local, conditions=[(c, v, None) for c, v in values],
+    side = Side("smoke", value=values[0][1], records=local, conditions=[(c, v, None) for c, v, _ in values],
                 why=f"ran at {'/'.join(scales)} scale: a check of the code path, not judged against the "
                     "paper-scale target")
     side.details += [f"{'/'.join(scales)}-scale value here: {_condition_text(c, v, None)}"
-                     for c, v in values if v is not None]
+                     + (f" (an estimate: {ESTIMATE_PREFIX}{c['key']})" if estimated else "")
+                     for c, v, estimated in values if v is not None]
     return side
+
+
+def _smoke_value(metrics: dict, key: str) -> tuple[float | None, bool]:
+    """A smoke record's value of ``key`` and whether it is an estimate: an experiment that cannot
+    measure on the CPU records its model's estimate under ``est_<key>`` instead (SuperNeurons'
+    memory: the liveness estimate where no CUDA allocator measures), shown as such."""
+    if key in metrics:
+        return metrics[key], False
+    if ESTIMATE_PREFIX + key in metrics:
+        return metrics[ESTIMATE_PREFIX + key], True
+    return None, False
 
 
 def load_mlflow_runs(results: Path) -> tuple[str, dict[str, dict]]:

@@ -33,11 +33,14 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, checkpoint_sequential, \
     create_selective_checkpoint_contexts
 
-from repro.superneurons.liveness import (UnitProfile, flatten_units, largest_working_set, mutates_input, param_bytes,
-                                         plain_dynamic_estimate, saved_bytes_between)
+from repro.superneurons.liveness import (UnitProfile, flatten_units, frozen_batchnorm_stats, largest_working_set,
+                                         mutates_input, param_bytes, plain_dynamic_estimate, saved_bytes_between,
+                                         tensor_bytes)
 from repro.superneurons.runtime import RuntimeConfig, SuperNeuronsModel
 from repro.superneurons.units import find_units
 from repro.superneurons.sgd_in_backward import SGDInBackward
@@ -109,6 +112,36 @@ def sac_policy(ctx, op, *args, **kwargs) -> CheckpointPolicy:
 
 def sac_context():
     return create_selective_checkpoint_contexts(sac_policy)
+
+
+class _SacSavedCounter(TorchDispatchMode):
+    """Bytes of the outputs of the ops sac_policy saves (the aten ops a unit's forward runs)."""
+
+    def __init__(self):
+        super().__init__()
+        self.bytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func in _SAC_SAVE:
+            self.bytes += sum(tensor_bytes(t) for t in tree_leaves(out) if isinstance(t, torch.Tensor))
+        return out
+
+
+def sac_saved_bytes(units: list[tuple[str, nn.Module]], x: torch.Tensor) -> list[int]:
+    """Per unit, the bytes selective checkpointing keeps for its backward besides the unit's input:
+    the outputs of the matmuls, convolutions and attention its forward runs (sac_policy's MUST_SAVE
+    ops), counted at dispatch on input ``x`` (forward only, batch-norm statistics and the RNG left
+    as they were)."""
+    out, a = [], x.detach()
+    with torch.no_grad(), torch.random.fork_rng(devices=[x.device] if x.is_cuda else []), \
+            frozen_batchnorm_stats([m for _, m in units]):
+        for _, unit in units:
+            counter = _SacSavedCounter()
+            with counter:
+                a = unit(a.clone() if mutates_input(unit) else a)
+            out.append(counter.bytes)
+    return out
 
 
 def model_units(model: nn.Module, x: torch.Tensor | None = None) -> list[tuple[str, nn.Module]] | None:
@@ -264,12 +297,26 @@ class Arm:
             self.optimizer.step()
         return loss.detach()
 
-    def estimated_dynamic(self, profiles: list[UnitProfile]) -> float:
-        """Liveness-model estimate of this arm's dynamic peak (bytes), for CPU runs (no allocator)."""
+    def estimated_dynamic(self, profiles: list[UnitProfile], x: torch.Tensor | None = None) -> float:
+        """Liveness-model estimate of this arm's dynamic peak (bytes), for CPU runs (no allocator).
+
+        sac (needs the input ``x``): every unit keeps its input (the checkpoint's) and the outputs of
+        its matmuls / convolutions / attention (sac_saved_bytes; a unit that writes its input in place
+        runs as in plain training and keeps what it saves), plus the largest working set, where one
+        unit is recomputed in backward. amb_<v>: by the definition of activation_memory_budget, the
+        partitioner saves v of what its default (runtime-optimised) strategy saves; that is taken as v
+        of what plain training saves, plus the largest working set. Both are models, not measurements:
+        on the GPU the allocator decides."""
         if self.runtime is not None:
             return float(self.runtime.plan.estimate["peak_dynamic"])
-        if self.name == "sac" or self.amb is not None:  # no liveness model of what they recompute
-            return math.nan
+        if self.name == "sac":
+            if x is None:
+                raise ValueError("the sac arm's estimate needs the input (estimated_dynamic(profiles, x))")
+            kept = sum(p.saved_bytes if mutates_input(unit) else p.in_bytes + saved
+                       for p, (_, unit), saved in zip(profiles, self.ensure_units(x), sac_saved_bytes(self.units, x)))
+            return float(kept + largest_working_set(profiles).working_set)
+        if self.amb is not None:
+            return float(self.amb * saved_bytes_between(profiles) + largest_working_set(profiles).working_set)
         if self.name == "plain":
             return float(plain_dynamic_estimate(profiles))
         if self.name == "save_on_cpu":  # only the largest unit's working set on the device

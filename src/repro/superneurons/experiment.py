@@ -12,11 +12,13 @@ peak_memory  peak memory per network (AlexNet, VGG-16, ResNet-50/101/152) for pl
              on the ResNets beside the working set and the prefetched checkpoint (their estimate
              is 1.17x); it is applied only with isolate: true (an environment variable of the
              probe's process), and cuDNN 9 ignores it (probe.py: what else was tried).
-depth        deepest bottleneck ResNet (stages 3:4:6:3 scaled to N blocks, 3N+5 conv layers) that
+depth        deepest network of a family (DEPTH_FAMILIES: bottleneck ResNet blocks, stages 3:4:6:3
+             scaled to N blocks, 3N+5 conv layers; ViT encoder layers; GPT decoder layers) that
              trains a few steps under a per-process GPU memory cap, per arm (plain,
-             checkpoint_sequential, save_on_cpu, ours); exponential then bisection search with a
-             time budget per arm; a capped search reports a lower bound and says so.
-             Metrics depth_ratio (ours / plain, -> sn.depth), max_conv_layers_ours (-> sn.resnet2500).
+             checkpoint_sequential, save_on_cpu, ours, sac, amb_<v>); exponential then bisection
+             search with a time budget per search; a capped search reports a lower bound and says so.
+             Metrics depth_ratio (ours / plain, -> sn.depth), max_conv_layers_ours (-> sn.resnet2500);
+             with networks, depth_ratio_<net> (-> sn.depth_vit, sn.depth_gpt).
 max_batch    largest batch per network (PAPER_NETWORKS: AlexNet, VGG-16, ResNet-50/101/152) that trains
              a few steps under the per-process cap, per arm (plain and ours; checkpoint and save_on_cpu
              where they apply: checkpoint_sequential cannot run VGG-16, whose segments start at in-place
@@ -225,18 +227,79 @@ def peak_memory(p: PeakParams, ctx: Context) -> Result:
 
 
 # ---- depth ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DepthFamily:
+    """A model family the depth search deepens: its builder in repro.models and its depth knob."""
+    model: str  # repro.models name
+    knob: str  # the builder's keyword that sets the depth
+    unit: str  # what one unit of depth is
+    min_depth: int  # the smallest depth the builder takes
+
+
+DEPTH_FAMILIES = {
+    "resnet": DepthFamily("bottleneck_resnet", "blocks", "bottleneck blocks", 4),  # one per stage
+    "vit": DepthFamily("vit_b16", "depth", "encoder layers", 1),  # ViT-B/16 width unless kw says
+    "gpt": DepthFamily("gpt2_small", "depth", "decoder layers", 1),  # GPT-2-small width unless kw says
+}
+DEPTH_NETWORK_KEYS = {"name", "family", "kw", "image_size", "batch_size", "max_depth"}
+
+
 @dataclass
 class DepthParams(BenchParams):
+    """``start_blocks`` and ``arm_budget_s`` are per arm ({arm: n}) and may name a network for
+    per-(network, arm) values ({network: {arm: n}}), which win; every searched arm needs both."""
+
     arms: list = field(default_factory=lambda: list(ARMS))
     model_kw: dict = field(default_factory=dict)  # extra bottleneck_resnet arguments (e.g. width at smoke)
+    networks: list = field(default_factory=list)  # empty: the bottleneck ResNet (model_kw); else entries
+    # {name, family (DEPTH_FAMILIES), kw, image_size, batch_size, max_depth}, metrics suffixed _<name>
     cap_gib: float = 12.0  # per-process memory cap (on the CPU: the liveness estimate's cap)
     start_blocks: dict = field(default_factory=lambda: {"plain": 32, "checkpoint": 128, "save_on_cpu": 64,
                                                         "ours": 256})
-    min_blocks: int = 4  # one per stage
-    max_blocks: int = 1400  # search ceiling (a hit is reported as a lower bound)
+    min_blocks: int = 4  # one per stage (the ResNet; another family's floor is its min_depth)
+    max_blocks: int = 1400  # search ceiling (a hit is reported as a lower bound); a network's max_depth wins
     resolution: float = 0.04  # bisection stops when (fail - fit) <= resolution * fit (and >= 1 block)
+    growth: float = 2.0  # first phase: x growth from the start while it fits (/ growth while it fails)
     arm_budget_s: dict = field(default_factory=lambda: {"plain": 40, "checkpoint": 60, "save_on_cpu": 60,
                                                         "ours": 150})
+
+    def searches(self) -> list[tuple[str | None, DepthFamily, dict]]:
+        """(name, family, entry) per network; name None: the ResNet of the original record (its metrics
+        keep their names). Refuses an unknown family or key, duplicate names, a search without a
+        start or a budget, before any probe runs."""
+        if not self.networks:
+            return [(None, DEPTH_FAMILIES["resnet"], {"kw": self.model_kw})]
+        out = []
+        for net in self.networks:
+            if set(net) - DEPTH_NETWORK_KEYS or "family" not in net:
+                raise ValueError(f"depth networks entries need family (one of {sorted(DEPTH_FAMILIES)}) and optional "
+                                 f"{sorted(DEPTH_NETWORK_KEYS - {'family'})}; got {dict(net)}")
+            if net["family"] not in DEPTH_FAMILIES:
+                raise ValueError(f"depth networks: unknown family {net['family']!r}; known: {sorted(DEPTH_FAMILIES)}")
+            out.append((net.get("name", net["family"]), DEPTH_FAMILIES[net["family"]], net))
+        names = [n for n, _, _ in out]
+        if len(set(names)) < len(names):
+            raise ValueError(f"depth networks: names must be unique (they key the metrics); got {names}")
+        for table in ("start_blocks", "arm_budget_s"):
+            for key, value in getattr(self, table).items():
+                if isinstance(value, dict) and key not in names:
+                    raise ValueError(f"{table}.{key}: not a network of networks ({names})")
+        return out
+
+    def per_search(self, table: str, network: str | None, arm: str) -> float:
+        return _per_search(getattr(self, table), table, network, arm)
+
+
+def _per_search(values: dict, table: str, network: str | None, arm: str) -> float:
+    """A per-search parameter (start, budget): ``values[network][arm]``, else ``values[arm]``."""
+    by_network = values.get(network) if network is not None else None
+    if isinstance(by_network, dict) and arm in by_network:
+        return by_network[arm]
+    if arm not in values or isinstance(values[arm], dict):
+        where = f" (network {network})" if network is not None else ""
+        raise ValueError(f"{table}: no value for arm {arm!r}{where}; give {{{arm}: n}}"
+                         + (f" or {{{network}: {{{arm}: n}}}}" if network is not None else ""))
+    return values[arm]
 
 
 def conv_layers(blocks: int) -> int:
@@ -265,9 +328,10 @@ def search_largest(probe, start: int, lo_limit: int, hi_limit: int, resolution: 
     return best, bound, probes
 
 
-def search_depth(probe, start: int, lo_limit: int, hi_limit: int, resolution: float, budget_s: float, log=None):
-    """search_largest over bottleneck blocks (each probe's result gets ``blocks``)."""
-    return search_largest(probe, start, lo_limit, hi_limit, resolution, budget_s, "blocks", log, "depth")
+def search_depth(probe, start: int, lo_limit: int, hi_limit: int, resolution: float, budget_s: float, log=None,
+                 what: str = "depth", growth: float = 2.0):
+    """search_largest over a family's depth knob (each probe's result gets the depth under ``depth``)."""
+    return search_largest(probe, start, lo_limit, hi_limit, resolution, budget_s, "depth", log, what, growth)
 
 
 def search_bracket(probes: list[dict], key: str) -> tuple[int, str]:
@@ -288,38 +352,72 @@ def probe_row(r: dict, measured: bool) -> dict:
 
 @experiment(params=DepthParams)
 def depth(p: DepthParams, ctx: Context) -> Result:
+    """The deepest network of each family (DEPTH_FAMILIES: the bottleneck ResNet's blocks, the ViT's
+    encoder layers, the GPT decoder's layers) each arm trains under the cap: one search per
+    (network, arm) over the family's depth knob; the family changes only the builder and the unit.
+    Metrics (prefix est_ on the CPU), with ``_<name>`` after the network's part for networks entries:
+    max_blocks_<arm> / max_depth_<name>_<arm>; depth_ratio(_<name>) = ours / plain and
+    depth_ratio_vs_<arm>(_<name>) = ours / another arm (the checkpoint one feeds throughput), each
+    with a _low version over the arm's smallest failing depth (a time-capped baseline's true maximum
+    lies below it); max_conv_layers_ours for the ResNet."""
     _check_arms(p.arms, ARMS, "arms")
+    searches = p.searches()
+    for name, _, _ in searches:  # every search has a start and a budget (named when missing)
+        for arm in p.arms:
+            p.per_search("start_blocks", name, arm), p.per_search("arm_budget_s", name, arm)
     measured = ctx.device == "cuda"
-    cap = p.cap_gib * GIB
-    rows, summary, cache = [], [], probe_cache(ctx)
-    for arm in p.arms:
-        def probe(n, arm=arm):
-            return p.probe(p.spec(arm, ctx, model="bottleneck_resnet", model_kw={"blocks": n, **p.model_kw},
-                                  cap_bytes=cap), ctx, cache)
-        best, bound, probes = search_depth(probe, p.start_blocks.get(arm, 32), p.min_blocks, p.max_blocks,
-                                           p.resolution, p.arm_budget_s.get(arm, 60), ctx.log)
-        rows += [dict(arm=arm, blocks=r["blocks"], conv_layers=conv_layers(r["blocks"]), **probe_row(r, measured))
-                 for r in probes]
-        min_fail, last_fail = search_bracket(probes, "blocks")
-        summary.append(dict(arm=arm, max_blocks=best or 0, max_conv_layers=conv_layers(best) if best else 0,
-                            min_fail_blocks=min_fail, bound=bound, limited_by=last_fail, probes=len(probes)))
-        ctx.log.info("depth %s: max %s blocks (%s; failing probe: %s)", arm, best, bound, last_fail)
-    table = pd.DataFrame(summary).set_index("arm")
     prefix = "" if measured else "est_"
-    metrics = {f"{prefix}max_blocks_{a}": float(table.loc[a, "max_blocks"]) for a in table.index}
-    if "ours" in table.index:
-        metrics[f"{prefix}max_conv_layers_ours"] = float(table.loc["ours", "max_conv_layers"])
-        for base, key in (("plain", "depth_ratio"), ("checkpoint", "depth_ratio_vs_checkpoint")):
-            if base in table.index and table.loc[base, "max_blocks"] > 0:
-                metrics[f"{prefix}{key}"] = float(table.loc["ours", "max_blocks"] / table.loc[base, "max_blocks"])
-                # a time-capped search leaves the baseline's true maximum below its smallest failing
-                # depth: ours / that is the ratio's lower bound
-                low = table.loc[base, "min_fail_blocks"] or table.loc[base, "max_blocks"]
-                metrics[f"{prefix}{key}_low"] = float(table.loc["ours", "max_blocks"] / low)
+    cap = p.cap_gib * GIB
+    rows, summary, cache, metrics, tags = [], [], probe_cache(ctx), {}, {}
+    for name, fam, net in searches:
+        resnet = fam.model == "bottleneck_resnet"
+        kw, lo = dict(net.get("kw") or {}), (p.min_blocks if resnet else fam.min_depth)
+        hi = int(net.get("max_depth", p.max_blocks))
+        table = []
+        for arm in p.arms:
+            def probe(n, arm=arm, kw=kw, net=net, fam=fam):
+                spec = p.spec(arm, ctx, model=fam.model, model_kw={fam.knob: n, **kw}, cap_bytes=cap)
+                spec.batch_size = net.get("batch_size", spec.batch_size)
+                spec.image_size = net.get("image_size", spec.image_size)
+                return p.probe(spec, ctx, cache)
+            start = time.perf_counter()
+            what = f"depth {name}/{arm}" if name else f"depth {arm}"
+            best, bound, probes = search_depth(probe, int(p.per_search("start_blocks", name, arm)), lo, hi,
+                                               p.resolution, p.per_search("arm_budget_s", name, arm), ctx.log, what,
+                                               p.growth)
+            extra = (lambda n: dict(blocks=n, conv_layers=conv_layers(n))) if resnet else (lambda n: {})
+            rows += [dict(network=name or "resnet", family=fam.model, arm=arm, depth=r["depth"], **extra(r["depth"]),
+                          **probe_row(r, measured)) for r in probes]
+            min_fail, last_fail = search_bracket(probes, "depth")
+            row = dict(network=name or "resnet", family=fam.model, unit=fam.unit, arm=arm, max_depth=best or 0,
+                       min_fail_depth=min_fail, bound=bound, limited_by=last_fail, probes=len(probes),
+                       search_s=time.perf_counter() - start)
+            if resnet:
+                row.update(max_blocks=best or 0, max_conv_layers=conv_layers(best) if best else 0,
+                           min_fail_blocks=min_fail)
+            table.append(row)
+            ctx.log.info("%s: max %s %s (%s; failing probe: %s)", what, best, fam.unit, bound, last_fail)
+        summary += table
+        by = pd.DataFrame(table).set_index("arm")
+        suffix = f"_{name}" if name else ""
+        for a in by.index:
+            key = f"max_blocks_{a}" if name is None else f"max_depth_{name}_{a}"
+            metrics[prefix + key] = float(by.loc[a, "max_depth"])
+            tags[f"bound_{a}{suffix}"] = by.loc[a, "bound"]
+        if "ours" in by.index:
+            if resnet:
+                metrics[f"{prefix}max_conv_layers_ours{suffix}"] = float(conv_layers(by.loc["ours", "max_depth"])
+                                                                         if by.loc["ours", "max_depth"] else 0)
+            for base in (a for a in by.index if a != "ours"):
+                key = ("depth_ratio" if base == "plain" else f"depth_ratio_vs_{base}") + suffix
+                if by.loc[base, "max_depth"] > 0:
+                    metrics[prefix + key] = float(by.loc["ours", "max_depth"] / by.loc[base, "max_depth"])
+                    low = by.loc[base, "min_fail_depth"] or by.loc[base, "max_depth"]
+                    metrics[f"{prefix}{key}_low"] = float(by.loc["ours", "max_depth"] / low)
     tags = {"memory_source": "cuda allocator under the cap" if measured else "liveness estimate vs the cap (CPU)",
-            **{f"bound_{a}": table.loc[a, "bound"] for a in table.index}}
+            **tags}
     finish_cache(cache, tags)
-    return Result(metrics=metrics, tables={"depth": table.reset_index(), "depth_probes": pd.DataFrame(rows)},
+    return Result(metrics=metrics, tables={"depth": pd.DataFrame(summary), "depth_probes": pd.DataFrame(rows)},
                   tags=tags)
 
 
@@ -344,14 +442,7 @@ class MaxBatchParams(BenchParams):
 
     def per_search(self, table: str, network: str, arm: str) -> float:
         """start_batch / budget_s of one (network, arm) search: its network's entry, else its arm's."""
-        values = getattr(self, table)
-        by_network = values.get(network)
-        if isinstance(by_network, dict) and arm in by_network:
-            return by_network[arm]
-        if arm not in values or isinstance(values[arm], dict):
-            raise ValueError(f"{table}: no value for arm {arm!r} (network {network}); give {{{arm}: n}} "
-                             f"or {{{network}: {{{arm}: n}}}}")
-        return values[arm]
+        return _per_search(getattr(self, table), table, network, arm)
 
     def check(self, names: list[str]) -> None:
         """Keys of start_batch / budget_s are arms or networks: of ``networks``, or of PAPER_NETWORKS,

@@ -47,26 +47,40 @@ def peak_memory(run_dir: Path) -> Figure:
 
 
 def depth(run_dir: Path) -> Figure:
-    """Deepest trainable bottleneck ResNet per arm, and every probe of the search."""
+    """Deepest trainable network per arm, and every probe of the search: one row per network (the
+    bottleneck ResNet in conv layers, as the record's claims count it; another family in its units)."""
     run_dir, record = open_run(run_dir)
     summary = pd.read_csv(run_dir / "depth.csv")
     probes = pd.read_csv(run_dir / "depth_probes.csv")
-    fig = Figure(figsize=(12, 4.2))
-    bars, search = fig.subplots(1, 2)
-    sns.barplot(summary, x="arm", y="max_conv_layers", hue="arm", ax=bars, legend=False)
-    for i, row in enumerate(summary.itertuples()):
-        bars.annotate(f"{row.max_blocks} blocks\n({row.bound})", (i, row.max_conv_layers), ha="center",
-                      va="bottom", fontsize=8)
-    bars.set_ylim(top=1.15 * max(summary.max_conv_layers.max(), 2500))  # room for the labels
-    if record.get("scale") == "paper":
-        bars.axhline(2500, color="firebrick", ls="--", lw=1, label="2,500 conv layers")
-    bars.set(ylabel="conv layers (3 x blocks + 5)",
-             title=f"max depth under {record.get('params', {}).get('cap_gib', '?')} GiB; "
-                   f"ours / plain = {_metric(record, 'depth_ratio')}x")
+    networks = list(dict.fromkeys(summary.network)) if "network" in summary else [None]
+    fig = Figure(figsize=(12, 4.2 * len(networks)))
+    axes = fig.subplots(len(networks), 2, squeeze=False)
+    cap = record.get("params", {}).get("cap_gib", "?")
     probes = probes.assign(outcome=probes.fits.map({True: "fits", False: "fails"}))
-    sns.scatterplot(probes, x="blocks", y="arm", hue="outcome", style="outcome", ax=search,
-                    palette={"fits": "tab:green", "fails": "tab:red"}, s=50)
-    search.set(xscale="log", xlabel="blocks probed (log)", title="search probes")
+    for (bars, search), net in zip(axes, networks):
+        rows = summary if net is None else summary[summary.network == net]
+        tried = probes if net is None else probes[probes.network == net]
+        resnet = "max_conv_layers" in rows and rows.max_conv_layers.notna().all()
+        y, unit = ("max_conv_layers", "blocks") if resnet else ("max_depth", rows.unit.iloc[0])
+        sns.barplot(rows, x="arm", y=y, hue="arm", ax=bars, legend=False)
+        for i, row in enumerate(rows.itertuples()):
+            n = row.max_depth if "max_depth" in rows else row.max_blocks
+            bars.annotate(f"{n} blocks\n({row.bound})" if resnet else f"{n}\n({row.bound})",
+                          (i, getattr(row, y)), ha="center", va="bottom", fontsize=8)
+        suffix = "" if net in (None, "resnet") else f"_{net}"
+        if resnet:
+            bars.set_ylim(top=1.15 * max(rows.max_conv_layers.max(), 2500))  # room for the labels
+            if record.get("scale") == "paper":
+                bars.axhline(2500, color="firebrick", ls="--", lw=1, label="2,500 conv layers")
+        else:
+            bars.set_ylim(top=1.2 * max(rows.max_depth.max(), 1))
+        bars.set(ylabel="conv layers (3 x blocks + 5)" if resnet else unit,
+                 title=f"{net or 'bottleneck ResNet'}: max depth under {cap} GiB; "
+                       f"ours / plain = {_metric(record, 'depth_ratio' + suffix)}x")
+        x = "blocks" if resnet and "blocks" in tried else "depth"
+        sns.scatterplot(tried, x=x, y="arm", hue="outcome", style="outcome", ax=search,
+                        palette={"fits": "tab:green", "fails": "tab:red"}, s=50)
+        search.set(xscale="log", xlabel=f"{unit} probed (log)", title="search probes")
     return finish(fig, "SuperNeurons depth", record, "memory_source", "timing")
 
 
@@ -161,6 +175,6 @@ def throughput_networks(run_dir: Path) -> Figure:
     speed.set(ylabel="images (sequences) / s",
               title=", ".join(f"{k.removeprefix('speed_vs_')} {v:.2f}x" for k, v in ratios.items())
               or "matched-peak ratios: n/a (need CUDA peaks)")
-    mem.set(ylabel="peak GiB (CUDA allocator)" if measured else "peak GiB (liveness estimate; none for sac, amb)",
+    mem.set(ylabel="peak GiB (CUDA allocator)" if measured else "peak GiB (liveness estimate)",
             title="peak memory")
     return finish(fig, "SuperNeurons vs today's alternatives", record, "timing", "matched_peak")
