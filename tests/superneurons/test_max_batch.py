@@ -33,7 +33,10 @@ def test_smoke_run_through_the_runner(compose, tmp_path):
     from repro.run import execute
 
     out = tmp_path / "run"
-    execute(compose(["experiment=superneurons/max_batch", "scale=smoke", "device=cpu", f"out={out}"]))
+    # the smoke budgets (10 s per arm) cut the search on a loaded machine (load 7 on 2 cores: tag "time");
+    # this test is about the bracketing, so the clock must not decide it
+    execute(compose(["experiment=superneurons/max_batch", "scale=smoke", "device=cpu", f"out={out}",
+                     "experiment.params.budget_s.plain=120", "experiment.params.budget_s.ours=120"]))
     rec = records.read(out)
     m = rec["metrics"]
     nets = ["vgg_tiny", "resnet_tiny"]
