@@ -85,9 +85,10 @@ def job_seconds(since: float, metadata: Path = ROOT / ".snakemake" / "metadata")
         start, end = meta.get("starttime"), meta.get("endtime")
         if not meta.get("rule") or start is None or end is None or end < since:
             continue
-        jobs[(meta["rule"], meta.get("job_hash"), start)] = end - start
+        key = (meta["rule"], meta.get("shellcmd") or meta.get("job_hash"))  # one job: one command
+        jobs[key] = max(jobs.get(key, 0.0), end - start)
     per_rule: dict[str, dict] = defaultdict(lambda: {"jobs": 0, "job_s": 0.0})
-    for (rule, _, _), seconds in jobs.items():
+    for (rule, _), seconds in jobs.items():
         per_rule[rule]["jobs"] += 1
         per_rule[rule]["job_s"] = round(per_rule[rule]["job_s"] + seconds, 2)
     return dict(sorted(per_rule.items()))

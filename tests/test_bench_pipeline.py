@@ -41,10 +41,11 @@ def test_job_seconds_sum_each_job_once_and_only_this_runs(bench, tmp_path):
     """A job with two outputs has two metadata files: it counts once; jobs that ended before the run
     started (an older run's) do not count; unreadable files are skipped."""
     def meta(name, rule, start, end, job_hash):
-        (tmp_path / name).write_text(json.dumps({"rule": rule, "starttime": start, "endtime": end, "job_hash": job_hash}))
+        (tmp_path / name).write_text(json.dumps({"rule": rule, "starttime": start, "endtime": end, "job_hash": job_hash,
+                                                 "shellcmd": f"cmd {job_hash}"}))
 
     meta("a", "figure", 100.0, 102.5, 1)
-    meta("b", "figure", 100.0, 102.5, 1)  # the same job's PDF
+    meta("b", "figure", 100.3, 102.5, 1)  # the same job's PDF (Snakemake stamps each output's start)
     meta("c", "figure", 101.0, 102.0, 2)
     meta("d", "build_kernel", 100.0, 112.0, 3)
     meta("e", "figure", 10.0, 12.0, 4)  # an older run
