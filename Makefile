@@ -55,8 +55,8 @@ browser-test: setup       ## headless Chromium on the MLflow UI and the claims r
 	command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 	REPRO_REQUIRE_SERVICES=chromium $(REAL_TEST) tests/real/test_real_browser.py tests/test_report_browser.py
 
-bench-pipeline: setup     ## time a no-op rerun of the whole DAG (target: under 5 s)
-	PATH=$(abspath $(VENV))/bin:$$PATH $(PY) benchmarks/pipeline_noop.py
+bench-pipeline: setup     ## pipeline speed: clean smoke DAG, no-op rerun, DAG build, per-job cost (BENCH_ARGS=--quick: no clean DAG)
+	PATH=$(abspath $(VENV))/bin:$$PATH PYTHONPATH=$(abspath src) $(PY) benchmarks/pipeline.py $(BENCH_ARGS)
 
 wheelhouse:               ## cp312 wheels of what a GPU machine lacks, for air-gapped clusters (.whl/)
 	bash tools/wheelhouse.sh

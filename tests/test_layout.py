@@ -61,3 +61,28 @@ def test_kernel_stems_are_unique(tmp_path):
         (tmp_path / paper / "kernels" / "k.cu").write_text("")
     with pytest.raises(layout.LayoutError, match="share the stem 'k'"):
         layout.kernel_sources(tmp_path)
+
+
+def test_experiment_files_are_read_once_per_version(tmp_path, monkeypatch):
+    """Snakemake reads every experiment file at each start: each version of a file is parsed once
+    (through libyaml where PyYAML has it), an edit is seen, and a caller changing what it got
+    changes no later answer."""
+    import os
+
+    import yaml
+
+    from repro import layout
+
+    if yaml.__with_libyaml__:
+        assert layout._YAML_LOADER is yaml.CSafeLoader
+    path = tmp_path / "e.yaml"
+    path.write_text("name: e\nparams: {n: 1}\n")
+    loads = []
+    real = layout.load_yaml
+    monkeypatch.setattr(layout, "load_yaml", lambda text: loads.append(text) or real(text))
+    first = layout._read(path)
+    first["params"]["n"] = 99  # the caller's copy
+    assert layout._read(path) == {"name": "e", "params": {"n": 1}} and len(loads) == 1
+    path.write_text("name: e\nparams: {n: 22}\n")
+    os.utime(path, ns=(1, 1))  # a new version even where the clock does not move
+    assert layout._read(path)["params"] == {"n": 22} and len(loads) == 2

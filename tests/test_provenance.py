@@ -215,3 +215,38 @@ def test_a_malformed_judgment_is_refused_by_name(tmp_path, monkeypatch, capsys):
     (root / "src" / "repro" / "a.py").write_text("A = 1\n")
     assert reference.main(["judge", "src/repro/a.py", "--since", "HEAD", "--reason", "r"]) == 2
     assert "judgment 1 lacks reason" in capsys.readouterr().err  # named, no traceback
+
+
+def test_import_closure_parses_each_file_once_and_keeps_the_lists_between_processes(tmp_path, monkeypatch):
+    """The code inputs of every rule come from import closures (common.smk): a module shared by many
+    entries is parsed once, the parsed import lists persist (keyed by the file's bytes) so that the
+    next Snakemake start parses nothing, and an edited file is parsed again and its new imports count."""
+    import ast
+
+    from repro import provenance
+
+    pkg = tmp_path / "src" / "repro"
+    (pkg / "lib").mkdir(parents=True)
+    for rel, text in {"__init__.py": "", "lib/__init__.py": "", "lib/core.py": "import numpy\n",
+                      "a.py": "from repro.lib import core\n", "b.py": "from .lib.core import x\n",
+                      "extra.py": "K = 1\n"}.items():
+        (pkg / rel).write_text(text)
+    monkeypatch.setattr(provenance, "PACKAGE_ROOT", pkg)
+    monkeypatch.setenv("REPRO_CODE_CACHE", str(tmp_path / "cache" / "imports.json"))
+    parsed = []
+    real_parse = ast.parse
+    monkeypatch.setattr(ast, "parse", lambda src, *a, **k: parsed.append(src) or real_parse(src, *a, **k))
+    provenance._import_cache.cache_clear()
+    want = ["repro", "repro.a", "repro.lib", "repro.lib.core"]
+    assert provenance.import_closure("repro.a") == want
+    assert provenance.import_closure("repro.b") == ["repro", "repro.b", "repro.lib", "repro.lib.core"]
+    assert len(parsed) == 5  # repro, a, lib, lib.core, b: core and the packages once for both
+    provenance._import_cache.cache_clear()  # a new process: the lists come from the cache file
+    parsed.clear()
+    assert provenance.import_closure("repro.a") == want and parsed == []
+    (pkg / "lib" / "core.py").write_text("from repro import extra\n")  # edited: parsed again
+    assert provenance.import_closure("repro.a") == ["repro", "repro.a", "repro.extra", "repro.lib", "repro.lib.core"]
+    assert len(parsed) == 2  # core.py and the new extra.py
+    (tmp_path / "cache" / "imports.json").write_text("{not json")  # a broken cache is an empty one
+    provenance._import_cache.cache_clear()
+    assert provenance.import_closure("repro.a")[-1] == "repro.lib.core"

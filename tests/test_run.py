@@ -150,3 +150,57 @@ def test_cli_replaces_a_declared_input_and_refuses_an_undeclared_one(tmp_path):
     assert records.read(tmp_path / "second")["inputs"]["ceilings"] == str(first / "record.json")
     bad = _cli("experiment=tsm2x/tsm2_r", "scale=smoke", f"out={tmp_path / 'third'}", "experiment.inputs.ceiling=x")
     assert bad.returncode != 0 and "ceiling" in bad.stderr
+
+
+def test_a_run_that_needs_no_torch_does_not_import_it(tmp_path):
+    """A job's fixed cost: a SimPy experiment on a machine without a GPU driver never loads torch (the
+    runner names the data and checkpoint errors only where their modules are loaded; the GPU
+    description comes without torch there), and its record says the same as with torch loaded."""
+    import os
+    import subprocess
+    import sys
+
+    from repro import machine
+
+    if any(os.path.exists(p) for p in machine.GPU_DRIVER_PATHS):
+        pytest.skip("a GPU driver is here: provenance asks torch about the GPU")
+    code = ("import runpy, sys, json\n"
+            f"sys.argv = ['repro.run', 'experiment=oovr/scenes', 'scale=smoke', 'out={tmp_path / 'run'}']\n"
+            "try:\n    runpy.run_module('repro.run', run_name='__main__')\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "print(json.dumps(sorted(m for m in ('torch', 'repro.data', 'repro.train') if m in sys.modules)))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+    from repro import records
+
+    prov = records.read(tmp_path / "run")["provenance"]
+    assert not any(f.startswith(("src/repro/data/", "src/repro/train/")) for f in prov["code"])
+    import torch  # noqa: F401  (the description with torch loaded is the same)
+
+    machine.gpu_info.cache_clear()
+    try:
+        assert {k: prov[k] for k in ("gpu_count", "gpu_name", "cuda", "driver")} == \
+            {k: machine.gpu_info().get(k) for k in ("gpu_count", "gpu_name", "cuda", "driver")}
+    finally:
+        machine.gpu_info.cache_clear()
+
+
+def test_library_errors_are_reported_once_their_module_is_loaded():
+    import sys
+
+    from repro import run
+
+    assert run.ConfigError in run.reported_errors()
+    from repro.data.arrays import DataError
+    from repro.train.checkpoint import CheckpointMismatch
+
+    assert DataError in run.reported_errors() and CheckpointMismatch in run.reported_errors()
+    assert all(mod in sys.modules for mod, _ in run.LIBRARY_ERRORS)
+
+
+def test_torch_cuda_version_is_read_without_importing_torch():
+    import torch
+
+    from repro import machine
+
+    assert machine.torch_cuda_version() == torch.version.cuda

@@ -12,6 +12,7 @@ adding one edits no shared file. Kept light (no torch, no Hydra): Snakemake call
 
 from __future__ import annotations
 
+import copy
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -71,9 +72,27 @@ def experiment_path(experiment: str, root: Path | None = None) -> Path:
     return (root or config_dir()) / "experiment" / f"{experiment}.yaml"
 
 
+# libyaml's loader where PyYAML was built with it (about 10x the pure-Python one: Snakemake reads every
+# experiment file at each start); the same documents load the same either way.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def load_yaml(text: str):
+    """``yaml.safe_load`` through libyaml where available (_YAML_LOADER)."""
+    return yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 (a safe loader)
+
+
 def _read(path: Path) -> dict:
+    """An experiment file's own keys (a copy: callers may change it), read once per version of the
+    file (its modification time and size key the cache)."""
+    stat = path.stat()
+    return copy.deepcopy(_read_cached(path, stat.st_mtime_ns, stat.st_size))
+
+
+@lru_cache(maxsize=None)
+def _read_cached(path: Path, mtime_ns: int, size: int) -> dict:
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = load_yaml(path.read_text()) or {}
     except yaml.YAMLError as exc:
         raise LayoutError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):

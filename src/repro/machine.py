@@ -4,8 +4,10 @@ record's provenance carries these (:func:`repro.provenance.collect`)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
+import sys
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
@@ -18,9 +20,40 @@ def package_version(dist: str) -> str | None:
         return None
 
 
+# Device nodes and driver folders of which at least one exists wherever a GPU torch can use does
+# (NVIDIA's driver; ROCm's kernel driver for torch's HIP build).
+GPU_DRIVER_PATHS = ("/dev/nvidiactl", "/proc/driver/nvidia", "/dev/kfd")
+
+
+def torch_cuda_version() -> str | None:
+    """``torch.version.cuda`` read from torch's ``version.py`` without importing torch (an import
+    costs a CPU job seconds); None where torch or the line is not there, as for a CPU build."""
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    for folder in (spec and spec.submodule_search_locations) or ():
+        try:
+            tree = ast.parse((Path(folder) / "version.py").read_text())
+        except (OSError, SyntaxError):
+            continue
+        for node in tree.body:
+            target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+                getattr(node, "target", None) if isinstance(node, ast.AnnAssign) else None
+            if isinstance(target, ast.Name) and target.id == "cuda" and isinstance(node.value, ast.Constant):
+                return node.value.value
+    return None
+
+
 @lru_cache(maxsize=1)
-def gpu_info() -> dict:
-    """GPU name/count, driver and CUDA versions, or an empty description without a GPU."""
+def gpu_info(driver_paths: tuple[str, ...] = GPU_DRIVER_PATHS) -> dict:
+    """GPU name/count, driver and CUDA versions, or an empty description without a GPU. On a machine
+    with no GPU driver at all (none of ``driver_paths``), and torch not yet imported, the same
+    description comes without importing torch (torch_cuda_version)."""
+    if "torch" not in sys.modules and not any(os.path.exists(p) for p in driver_paths):
+        if importlib.util.find_spec("torch") is None:
+            return {"gpu_count": 0}
+        return {"gpu_count": 0, "gpu_name": None, "cuda": torch_cuda_version(), "driver": None}
     try:
         import torch
     except ImportError:

@@ -208,17 +208,67 @@ def import_closure(module: str) -> list[str]:
             continue
         seen.add(name)
         todo += [name.rsplit(".", 1)[0]] if "." in name else []
-        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                todo += [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:  # relative: from the package, up level - 1
-                    root = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                    base = f"{root}.{base}" if base else root
-                todo += [base] + [f"{base}.{alias.name}" for alias in node.names]  # a name may be a submodule
+        todo += _imported_names(path, name)
+    _save_import_cache()
     return sorted(seen)
+
+
+def import_cache_path() -> Path:
+    """Where the import lists of the package's sources are kept between processes:
+    ``$REPRO_CODE_CACHE``, default ``.cache/imports.json`` in the repository (outside results/, so
+    `make clean-results` keeps it; deleting it only costs one re-parse)."""
+    return Path(os.environ.get("REPRO_CODE_CACHE") or REPO_ROOT / ".cache" / "imports.json")
+
+
+@lru_cache(maxsize=1)
+def _import_cache() -> dict:
+    """{"<module>:<sha256 of the file's bytes>": [imported names]}, loaded once per process; a
+    missing or unreadable cache is an empty one."""
+    try:
+        data = json.loads(import_cache_path().read_text())
+    except (OSError, ValueError):
+        return {"entries": {}, "dirty": False}
+    entries = data if isinstance(data, dict) else {}
+    return {"entries": {k: v for k, v in entries.items() if isinstance(v, list)}, "dirty": False}
+
+
+def _save_import_cache() -> None:
+    cache = _import_cache()
+    if not cache["dirty"]:
+        return
+    from repro.atomic import atomic_write  # (light; imported here so provenance's import stays as it was)
+
+    blob = json.dumps(cache["entries"], sort_keys=True).encode()
+    try:
+        atomic_write(import_cache_path(), lambda fh: fh.write(blob))
+        cache["dirty"] = False
+    except OSError:  # a read-only tree: the closure is still right, just not kept
+        pass
+
+
+def _imported_names(path: Path, name: str) -> list[str]:
+    """The names module ``name`` (source ``path``) imports, absolute. Keyed by the module and a digest
+    of the file's bytes: each version of a file is parsed once, however many entries' closures it is
+    in and however many Snakemake starts read it (common.smk computes every rule's code inputs)."""
+    data = path.read_bytes()
+    key = f"{name}:{hashlib.sha256(data).hexdigest()}"
+    cache = _import_cache()
+    if key in cache["entries"]:
+        return list(cache["entries"][key])
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found: list[str] = []
+    for node in ast.walk(ast.parse(data)):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the package, up level - 1
+                root = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{root}.{base}" if base else root
+            found += [base] + [f"{base}.{alias.name}" for alias in node.names]  # a name may be a submodule
+    cache["entries"][key] = found
+    cache["dirty"] = True
+    return list(found)
 
 
 def _bookkeeping(rel: str) -> bool:

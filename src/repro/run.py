@@ -289,6 +289,21 @@ def _valid_keys(key: str, argv: list[str]) -> str:
     return f"valid keys: {', '.join(k for k in base.keys())} (and hydra.*)"
 
 
+# Errors of the shared libraries that a run reports as one plain line (exit 2), not a traceback, by
+# the module defining each. They are looked up only in modules the run has loaded: importing
+# repro.data or repro.train just to name an exception loads torch (seconds per job; the whole
+# import also lands in the record's provenance.code) in runs that never touch them, and an
+# exception of a module that was never imported cannot have been raised.
+LIBRARY_ERRORS = (("repro.data.arrays", "DataError"), ("repro.train.checkpoint", "CheckpointMismatch"))
+
+
+def reported_errors() -> tuple[type[BaseException], ...]:
+    """The exception classes a run reports as a plain message: the spine's and LIBRARY_ERRORS' loaded ones."""
+    found: list[type[BaseException]] = [ConfigError, records.RecordError, FileNotFoundError]
+    found += [getattr(sys.modules[mod], name) for mod, name in LIBRARY_ERRORS if mod in sys.modules]
+    return tuple(found)
+
+
 def precheck(argv: list[str]) -> int:
     """Compose and validate the command line as the run will (plan()), before Hydra creates or writes
     anything; 0 when it is good, else the exit code after printing what is wrong."""
@@ -296,8 +311,6 @@ def precheck(argv: list[str]) -> int:
 
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException, MissingConfigException
-
-    from repro.data import DataError
 
     try:
         with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
@@ -317,10 +330,12 @@ def precheck(argv: list[str]) -> int:
         return _fail(" ".join(text.split()))
     try:
         plan(cfg, argv)
-    except (ConfigError, records.RecordError, FileNotFoundError, DataError) as exc:
-        return _fail(str(exc))
     except NeedsGPU as exc:
         return _fail(str(exc), 3)
+    except Exception as exc:
+        if isinstance(exc, reported_errors()):
+            return _fail(str(exc))
+        raise
     return 0
 
 
@@ -328,15 +343,14 @@ def precheck(argv: list[str]) -> int:
 def hydra_main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    from repro.data import DataError
-    from repro.train.checkpoint import CheckpointMismatch
-
     try:
         execute(cfg, HydraConfig.get().overrides.task)
-    except (ConfigError, records.RecordError, FileNotFoundError, DataError, CheckpointMismatch) as exc:
-        sys.exit(_fail(str(exc)))
     except NeedsGPU as exc:
         sys.exit(_fail(str(exc), 3))
+    except Exception as exc:
+        if isinstance(exc, reported_errors()):
+            sys.exit(_fail(str(exc)))
+        raise
 
 
 def main() -> None:

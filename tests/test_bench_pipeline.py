@@ -1,0 +1,73 @@
+"""benchmarks/pipeline.py (`make bench-pipeline`): what it parses from Snakemake and the record it writes."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from repro import records
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_pipeline", ROOT / "benchmarks" / "pipeline.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+DRY_RUN = """Building DAG of jobs...
+Job stats:
+job               count
+--------------  -------
+build_kernel          8
+figure               78
+all                   1
+total                87
+
+Reasons:
+"""
+
+
+def test_job_counts_read_snakemakes_job_stats_table(bench):
+    assert bench.job_counts(DRY_RUN) == {"build_kernel": 8, "figure": 78, "all": 1}
+    assert bench.job_counts("Nothing to be done (all requested files are present and up to date).") == {}
+
+
+def test_job_seconds_sum_each_job_once_and_only_this_runs(bench, tmp_path):
+    """A job with two outputs has two metadata files: it counts once; jobs that ended before the run
+    started (an older run's) do not count; unreadable files are skipped."""
+    def meta(name, rule, start, end, job_hash):
+        (tmp_path / name).write_text(json.dumps({"rule": rule, "starttime": start, "endtime": end, "job_hash": job_hash,
+                                                 "shellcmd": f"cmd {job_hash}"}))
+
+    meta("a", "figure", 100.0, 102.5, 1)
+    meta("b", "figure", 100.3, 102.5, 1)  # the same job's PDF (Snakemake stamps each output's start)
+    meta("c", "figure", 101.0, 102.0, 2)
+    meta("d", "build_kernel", 100.0, 112.0, 3)
+    meta("e", "figure", 10.0, 12.0, 4)  # an older run
+    (tmp_path / "f").write_text("{broken")
+    assert bench.job_seconds(since=50.0, metadata=tmp_path) == {
+        "build_kernel": {"jobs": 1, "job_s": 12.0}, "figure": {"jobs": 2, "job_s": 3.5}}
+
+
+def test_the_record_is_a_valid_record_with_every_timing(bench):
+    t = {"s": 1.5, "runs": [1.4, 1.5, 1.6], "load": 0.3, "out": ""}
+    m = {"mode": "full", "cores": "all", "cpu_count": 2, "started": "2026-12-03T00:00:00+00:00",
+         "clean_dag": {"s": 250.0, "load": 0.1, "load_after": 1.9}, "snakemake_start": t, "slurm_probe": t,
+         "dag_build": t, "noop_rerun": t, "jobs_to_run": 0,
+         "job_fixed": {"python": t, "repro.run": t, "repro.figures": t},
+         "per_rule": {"figure": {"jobs": 78, "job_s": 120.0}}}
+    record = bench.as_record(m)
+    records.validate(record)
+    assert record["metrics"]["clean_dag_s"] == 250.0 and record["metrics"]["noop_rerun_s"] == 1.5
+    assert record["metrics"]["jobs.figure"] == 78 and record["metrics"]["job_s.figure"] == 120.0
+    assert record["metrics"]["job_fixed_repro_run_s"] == 1.5 and "commit" in record["provenance"]
+    assert json.loads(record["tags"]["load_average_1min"])["clean_dag"] == 0.1
+    assert "clean smoke DAG" in bench.report(m) and "no-op rerun" in bench.report(m)
+    del m["noop_rerun"]
+    m["jobs_to_run"] = 5
+    assert "not up to date (5 jobs to run)" in bench.report(m) and "noop_rerun_s" not in bench.as_record(m)["metrics"]
