@@ -42,10 +42,14 @@ def reference(kernel: str, a: np.ndarray, b: np.ndarray, w_ab: np.ndarray, w_ba:
     x = data.astype(np.float64)
     out = np.zeros_like(x)
     if kernel in ("spmv", "spmm"):
-        wab, wba = (w_ab, w_ba) if x.ndim == 1 else (w_ab[:, None], w_ba[:, None])
-        np.add.at(out, a, wab * x[b])
-        np.add.at(out, b, wba * x[a])
-        return out
+        # out[a] += w_ab x[b], out[b] += w_ba x[a] as one sparse product in float64 (duplicate
+        # (row, col) entries summed): the same sums as np.add.at, ~10x faster on (n, F) data
+        import scipy.sparse as sp
+
+        n = len(x)
+        rows, cols = np.concatenate([a, b]), np.concatenate([b, a])
+        vals = np.concatenate([w_ab, w_ba]).astype(np.float64)
+        return sp.csr_matrix((vals, (rows, cols)), shape=(n, n)) @ x
     d = x[b] - x[a]
     if kernel == "flux":
         f = (w_ab / (1.0 + (d * d).sum(1)))[:, None] * d
