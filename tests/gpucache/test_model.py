@@ -128,3 +128,13 @@ def test_bad_inputs_are_refused_with_the_problem_named():
 def test_inputs_build_connected_graphs(graph_kind, kernel):
     g = taskgraph.build(InputSpec("x", graph_kind, 8 if graph_kind == "mesh3d" else 2000, kernel))
     assert g.m > g.n / 2 and np.all(g.u < g.v)
+
+
+@pytest.mark.parametrize("elem_bytes", [4, 8, 12, 16, 32, 48, 64, 128])
+def test_distinct_lines_equals_brute_force(elem_bytes):
+    rng = np.random.default_rng(elem_bytes)
+    a, b = rng.integers(0, 300, 2000), rng.integers(0, 300, 2000)
+    group = np.arange(2000) // 150
+    brute = {(int(gr), byte // 32) for gr, u, v in zip(group, a, b) for x in (u, v)
+             for byte in range(int(x) * elem_bytes, (int(x) + 1) * elem_bytes)}
+    assert cache_model.distinct_lines(group, a, b, elem_bytes, 32) == len(brute)

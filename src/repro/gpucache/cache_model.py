@@ -35,7 +35,14 @@ def distinct_lines(group: np.ndarray, a: np.ndarray, b: np.ndarray, elem_bytes: 
     if elem_bytes < 1 or line_bytes < 1:
         raise ValueError(f"elem_bytes and line_bytes must be >= 1, got {elem_bytes}, {line_bytes}")
     n = int(max(a.max(), b.max())) + 1
+    if line_bytes % elem_bytes == 0:  # whole vertices per line (spmv, flux, pair; spmm F <= 8)
+        per_line = line_bytes // elem_bytes
+        lines_per_group = (n - 1) // per_line + 1
+        return len(np.unique(np.concatenate([group * lines_per_group + a // per_line,
+                                             group * lines_per_group + b // per_line])))
     pairs = np.unique(np.concatenate([group * n + a, group * n + b]))  # distinct (group, vertex)
+    if elem_bytes % line_bytes == 0:  # whole lines per vertex, no two vertices share one
+        return len(pairs) * (elem_bytes // line_bytes)
     g, v = pairs // n, pairs % n
     first = v * elem_bytes // line_bytes
     count = ((v + 1) * elem_bytes - 1) // line_bytes - first + 1
