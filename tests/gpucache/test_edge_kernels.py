@@ -83,3 +83,56 @@ def test_cuda_kernels_equal_twin(spec, method, tmp_path):
         np.testing.assert_allclose(out[s.new_id] + g.diag * data, a @ data, rtol=1e-4, atol=1e-4)
     median, fastest = run.time(1, 3)
     assert 0 < fastest <= median
+
+
+@pytest.mark.parametrize("width", [4, 8, 16])
+def test_spmm_twin_equals_scipy_and_torch_run_equals_twin(width):
+    a, g, _ = spmv_case(2)  # 300 vertices: not a multiple of the block or the float4 width
+    x = edge_kernels.vertex_data("spmm", g, 3, width)
+    assert x.shape == (300, width)
+    y = edge_kernels.reference("spmm", g.u, g.v, g.w_uv, g.w_vu, x) + g.diag[:, None] * x
+    np.testing.assert_allclose(y, a @ x, rtol=1e-5, atol=1e-5)
+    s = schedule.from_partition(g, partition.partition(g, "edge", 7))
+    ref = edge_kernels.schedule_reference("spmm", s, x)
+    out = edge_kernels.TorchRun("spmm", s, x)().numpy()
+    assert out.shape == (300, width)
+    assert np.abs(out - ref).max() <= 1e-5 * np.abs(ref).max()
+    # column j of spmm is spmv of column j: the wide kernel is F independent right-hand sides
+    col = edge_kernels.reference("spmv", s.a, s.b, s.w_ab, s.w_ba, schedule.relabel(x[:, width - 1].copy(), s))
+    np.testing.assert_allclose(ref[:, width - 1], col, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("width", [0, -4, 6, 17])
+def test_spmm_bad_width_refused(width):
+    spec = InputSpec("w", "mesh2d", 10, "spmm", width=width)
+    with pytest.raises(ValueError, match="width"):
+        taskgraph.check_spec(spec)
+    g = taskgraph.build(InputSpec("m", "mesh2d", 10))
+    with pytest.raises(ValueError, match="width"):
+        edge_kernels.vertex_data("spmm", g, 0, width)
+
+
+def test_width_only_for_spmm():
+    with pytest.raises(ValueError, match="only kernel spmm has a width"):
+        taskgraph.check_spec(InputSpec("w", "mesh2d", 10, "flux", width=16))
+    assert taskgraph.vertex_bytes(InputSpec("w", "mesh2d", 10, "spmm", width=16)) == 128
+    assert taskgraph.vertex_bytes(InputSpec("w", "mesh2d", 10, "flux")) == 32
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("width", [4, 16])
+@pytest.mark.parametrize("method", ["default", "edge"])
+def test_cuda_spmm_equals_twin(width, method, tmp_path):
+    from repro.build_kernels import build, sources
+
+    build(tmp_path, srcs=[s for s in sources() if s.stem == edge_kernels.CUBIN])
+    g = taskgraph.build(InputSpec("m", "mesh2d", 201, "spmm", width=width))
+    data = edge_kernels.vertex_data("spmm", g, 0, width)
+    s = schedule.from_partition(g, partition.partition(g, method, max(1, g.m // 1024)))
+    run = edge_kernels.CudaRun("spmm", s, data, tmp_path)
+    out = run.result()
+    ref = edge_kernels.schedule_reference("spmm", s, data)
+    assert out.shape == ref.shape
+    assert np.abs(out - ref).max() <= 1e-4 * np.abs(ref).max()
+    median, fastest = run.time(1, 3)
+    assert 0 < fastest <= median

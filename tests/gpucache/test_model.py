@@ -27,6 +27,30 @@ def test_path_replication_and_loads_by_hand():
     assert loads == {"block_loads": 4.0, "wave_loads": 3.0, "compulsory_lines": 3.0}
 
 
+def test_wide_rows_load_several_lines_by_hand():
+    # the path above with rows of 12 bytes and 8-byte lines: vertex v covers bytes [12v, 12v + 12),
+    # lines 0-1, 1-2, 3-4, 4-5, 6-7 for v = 0..4; block 0 {0, 1, 2} -> lines 0..4 (5),
+    # block 1 {2, 3, 4} -> lines 3..7 (5); one wave: lines 0..7 (8)
+    g = graph(5, [(0, 1), (1, 2), (2, 3), (3, 4)])
+    s = schedule.from_partition(g, partition.partition(g, "default", 2))
+    loads = cache_model.predicted_loads(s, elem_bytes=12, line_bytes=8, wave=2)
+    assert loads == {"block_loads": 10.0, "wave_loads": 8.0, "compulsory_lines": 8.0}
+
+
+@pytest.mark.parametrize("method", ["default", "edge"])
+def test_loads_scale_with_spmm_width(method):
+    # spmm rows of 4F bytes and 32-byte sectors: F = 8 is one sector per vertex, F = 16 two, F = 32
+    # four: the loads double with F once a row fills a sector, and are below that for F = 4
+    g = taskgraph.build(InputSpec("m", "mesh2d", 60, "spmm", width=16))
+    s = schedule.from_partition(g, partition.partition(g, method, 16))
+    loads = {f: cache_model.predicted_loads(s, 4 * f, 32, 4) for f in (4, 8, 16, 32)}
+    for key in ("block_loads", "wave_loads", "compulsory_lines"):
+        assert loads[16][key] == 2 * loads[8][key]
+        assert loads[32][key] == 4 * loads[8][key]
+        assert loads[8][key] / 2 <= loads[4][key] < loads[8][key]
+    assert loads[16]["compulsory_lines"] == g.n * 64 / 32
+
+
 def test_star_edge_partition_balances_what_vertex_partition_cannot():
     leaves = 64
     g = graph(leaves + 1, [(0, i) for i in range(1, leaves + 1)])
@@ -91,8 +115,10 @@ def test_bad_inputs_are_refused_with_the_problem_named():
         partition.partition(g, "edge", 0)
     with pytest.raises(ValueError, match="unknown method 'metis'"):
         partition.partition(g, "metis", 1)
-    with pytest.raises(ValueError, match="kernel: unknown kernel 'spmm'"):
-        taskgraph.build(InputSpec("x", "mesh2d", 10, "spmm"))
+    with pytest.raises(ValueError, match="kernel: unknown kernel 'spgemm'"):
+        taskgraph.build(InputSpec("x", "mesh2d", 10, "spgemm"))
+    with pytest.raises(ValueError, match=r"width: kernel spmm needs .* multiple of 4.*got 6"):
+        taskgraph.build(InputSpec("x", "mesh2d", 10, "spmm", width=6))
     with pytest.raises(ValueError, match="graph: unknown graph 'grid'"):
         taskgraph.build(InputSpec("x", "grid", 10))
 
@@ -102,3 +128,13 @@ def test_bad_inputs_are_refused_with_the_problem_named():
 def test_inputs_build_connected_graphs(graph_kind, kernel):
     g = taskgraph.build(InputSpec("x", graph_kind, 8 if graph_kind == "mesh3d" else 2000, kernel))
     assert g.m > g.n / 2 and np.all(g.u < g.v)
+
+
+@pytest.mark.parametrize("elem_bytes", [4, 8, 12, 16, 32, 48, 64, 128])
+def test_distinct_lines_equals_brute_force(elem_bytes):
+    rng = np.random.default_rng(elem_bytes)
+    a, b = rng.integers(0, 300, 2000), rng.integers(0, 300, 2000)
+    group = np.arange(2000) // 150
+    brute = {(int(gr), byte // 32) for gr, u, v in zip(group, a, b) for x in (u, v)
+             for byte in range(int(x) * elem_bytes, (int(x) + 1) * elem_bytes)}
+    assert cache_model.distinct_lines(group, a, b, elem_bytes, 32) == len(brute)

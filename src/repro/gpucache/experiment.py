@@ -101,7 +101,7 @@ def plan(spec: InputSpec, p: ModelParams, workers: int = 1):
     g = taskgraph.build(spec)
     k = max(1, math.ceil(g.m / p.tasks_per_block))
     methods = [m for m in p.partitioners if m != "hypergraph" or g.m <= p.hypergraph_max_tasks]
-    elem = taskgraph.VERTEX_BYTES[spec.kernel] // 2
+    elem = taskgraph.vertex_bytes(spec) // 2  # one array's bytes per vertex: spmm 4F
     rows, schedules = [], {}
     for part in partitions(g, methods, k, p, workers):
         s = schedule.from_partition(g, part)
@@ -111,7 +111,7 @@ def plan(spec: InputSpec, p: ModelParams, workers: int = 1):
             status="ok", rf=cache_model.replication_factor(g.u, g.v, part.parts, g.n),
             **cache_model.predicted_loads(s, elem, p.line_bytes, p.wave_blocks),
             balance=cache_model.block_balance(s), partition_s=part.seconds,
-            data_bytes=g.n * taskgraph.VERTEX_BYTES[spec.kernel]))
+            data_bytes=g.n * taskgraph.vertex_bytes(spec)))
     for m in sorted(set(p.partitioners) - set(methods)):
         rows.append(dict(input=spec.name, graph=spec.graph, kernel=spec.kernel, n=g.n, m=g.m, k=k, method=m,
                          status=f"skipped: {g.m} tasks > hypergraph_max_tasks {p.hypergraph_max_tasks}"))
@@ -187,7 +187,7 @@ def reorder(p: ReorderParams, ctx: Context) -> Result:
     rows = []
     try:
         for spec, g, schedules, model_rows in ctx.progress(planned, desc="gpucache run"):
-            data = edge_kernels.vertex_data(spec.kernel, g, p.seed)
+            data = edge_kernels.vertex_data(spec.kernel, g, p.seed, spec.width)
             for row in model_rows:
                 if row["status"] != "ok":
                     rows.append(row)

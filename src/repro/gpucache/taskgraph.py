@@ -24,9 +24,14 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-KERNELS = ("spmv", "flux", "pair")
+KERNELS = ("spmv", "flux", "pair", "spmm")
 GRAPHS = ("mesh2d", "mesh3d", "powerlaw", "delaunay2d", "nbody", "pyamg:<name>")
 VERTEX_BYTES = {"spmv": 8, "flux": 32, "pair": 32}  # bytes read + written per vertex (fp32 x,y; float4 in, out)
+
+
+def vertex_bytes(spec: "InputSpec") -> int:
+    """Bytes of per-vertex data the input's kernel reads + writes (spmm: F floats in, F out)."""
+    return 8 * spec.width if spec.kernel == "spmm" else VERTEX_BYTES[spec.kernel]
 
 
 class GraphError(ValueError):
@@ -142,8 +147,9 @@ class InputSpec:
     name: str = "mesh2d"        # label in tables and figures
     graph: str = "mesh2d"       # mesh2d | mesh3d | powerlaw | delaunay2d | nbody | pyamg:<name>
     size: int = 64              # grid side (meshes), vertex count (powerlaw), points (delaunay2d), bodies (nbody)
-    kernel: str = "spmv"        # spmv | flux (cfd-like) | pair (n-body forces)
+    kernel: str = "spmv"        # spmv | flux (cfd-like) | pair (n-body forces) | spmm (F right-hand sides)
     seed: int = 0               # generator seed of the random inputs
+    width: int = 0              # spmm only: F, floats per vertex (a multiple of 4); 0 for the others
 
 
 def check_spec(spec: InputSpec) -> None:
@@ -152,6 +158,12 @@ def check_spec(spec: InputSpec) -> None:
         raise ValueError(f"inputs[{spec.name}].graph: unknown graph {spec.graph!r}; known: {', '.join(GRAPHS)}")
     if spec.kernel not in KERNELS:
         raise ValueError(f"inputs[{spec.name}].kernel: unknown kernel {spec.kernel!r}; known: {', '.join(KERNELS)}")
+    if spec.kernel == "spmm" and (spec.width <= 0 or spec.width % 4):
+        raise ValueError(f"inputs[{spec.name}].width: kernel spmm needs F = width floats per vertex, "
+                         f"a positive multiple of 4 (float4 loads), got {spec.width}")
+    if spec.kernel != "spmm" and spec.width:
+        raise ValueError(f"inputs[{spec.name}].width: only kernel spmm has a width; "
+                         f"{spec.kernel} has fixed per-vertex data, got width {spec.width}")
     if spec.size < 2 and not spec.graph.startswith("pyamg:"):
         raise ValueError(f"inputs[{spec.name}].size: must be >= 2, got {spec.size}")
 

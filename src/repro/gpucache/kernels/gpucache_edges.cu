@@ -9,6 +9,9 @@
 //   gpucache_flux   d = q[b] - q[a], f = w d / (1 + |d|^2); r[a] += f, r[b] -= f  (cfd-like flux)
 //   gpucache_pair   d = p[b] - p[a] (xyz), s = w (i^3 - i^2 / 2), i = 1 / (|d|^2 + eps);
 //                   F[a] -= s d, F[b] += s d                                (cutoff n-body pair force)
+//   gpucache_spmm   Y[a,:] += w_ab X[b,:], Y[b,:] += w_ba X[a,:]  (SpMM off-diagonal part, F right-hand
+//                   sides: GNN aggregation, block Krylov; X, Y row-major (n, F), F a multiple of 4,
+//                   rows read as F/4 float4 loads, one atomic per float as the others)
 
 #define PAIR_EPS 1e-4f
 
@@ -59,5 +62,22 @@ extern "C" __global__ void gpucache_pair(const long long* __restrict__ part_star
         const float s = w[t].x * (i * i * i - 0.5f * i * i);
         add4(&force[e.x], make_float4(-s * dx, -s * dy, -s * dz, 0.0f));
         add4(&force[e.y], make_float4(s * dx, s * dy, s * dz, 0.0f));
+    }
+}
+
+extern "C" __global__ void gpucache_spmm(const long long* __restrict__ part_start, const int2* __restrict__ ab,
+                                         const float2* __restrict__ w, const float4* __restrict__ x,
+                                         float4* __restrict__ y, const int f4) {
+    // f4 = F / 4: float4s per row
+    const long long end = part_start[blockIdx.x + 1];
+    for (long long t = part_start[blockIdx.x] + threadIdx.x; t < end; t += blockDim.x) {
+        const int2 e = ab[t];
+        const float2 ww = w[t];
+        const long long ra = (long long)e.x * f4, rb = (long long)e.y * f4;
+        for (int j = 0; j < f4; ++j) {
+            const float4 xa = __ldg(&x[ra + j]), xb = __ldg(&x[rb + j]);
+            add4(&y[ra + j], make_float4(ww.x * xb.x, ww.x * xb.y, ww.x * xb.z, ww.x * xb.w));
+            add4(&y[rb + j], make_float4(ww.y * xa.x, ww.y * xa.y, ww.y * xa.z, ww.y * xa.w));
+        }
     }
 }
