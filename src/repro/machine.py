@@ -29,7 +29,6 @@ def torch_cuda_version() -> str | None:
     """``torch.version.cuda`` read from torch's ``version.py`` without importing torch (an import
     costs a CPU job seconds); None where torch or the line is not there, as for a CPU build."""
     import ast
-    import importlib.util
 
     spec = importlib.util.find_spec("torch")
     for folder in (spec and spec.submodule_search_locations) or ():

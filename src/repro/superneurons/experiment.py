@@ -267,9 +267,7 @@ class DepthParams(BenchParams):
         """(name, family, entry) per network; name None: the ResNet of the original record (its metrics
         keep their names). Refuses an unknown family or key, duplicate names, a search without a
         start or a budget, before any probe runs."""
-        if not self.networks:
-            return [(None, DEPTH_FAMILIES["resnet"], {"kw": self.model_kw})]
-        out = []
+        out = [(None, DEPTH_FAMILIES["resnet"], {"kw": self.model_kw})] if not self.networks else []
         for net in self.networks:
             if set(net) - DEPTH_NETWORK_KEYS or "family" not in net:
                 raise ValueError(f"depth networks entries need family (one of {sorted(DEPTH_FAMILIES)}) and optional "
@@ -284,6 +282,9 @@ class DepthParams(BenchParams):
             for key, value in getattr(self, table).items():
                 if isinstance(value, dict) and key not in names:
                     raise ValueError(f"{table}.{key}: not a network of networks ({names})")
+        for name in names:  # every (search, arm) has a start and a budget (per_search names a missing one)
+            for arm in self.arms:
+                self.per_search("start_blocks", name, arm), self.per_search("arm_budget_s", name, arm)
         return out
 
     def per_search(self, table: str, network: str | None, arm: str) -> float:
@@ -362,9 +363,6 @@ def depth(p: DepthParams, ctx: Context) -> Result:
     lies below it); max_conv_layers_ours for the ResNet."""
     _check_arms(p.arms, ARMS, "arms")
     searches = p.searches()
-    for name, _, _ in searches:  # every search has a start and a budget (named when missing)
-        for arm in p.arms:
-            p.per_search("start_blocks", name, arm), p.per_search("arm_budget_s", name, arm)
     measured = ctx.device == "cuda"
     prefix = "" if measured else "est_"
     cap = p.cap_gib * GIB

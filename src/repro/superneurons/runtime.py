@@ -777,12 +777,12 @@ class SuperNeuronsModel(nn.Module):
     def _saved_tensor_hooks(self):
         """Kept segments' saved activations through the pool (parameters, buffers such as batch-norm running
         statistics, host tensors and small tensors stay where they are)."""
-        params = {p.untyped_storage().data_ptr() for p in (*self.model.parameters(), *self.model.buffers())}
+        state = {p.untyped_storage().data_ptr() for p in (*self.model.parameters(), *self.model.buffers())}
         pool, order, min_bytes, lookahead = self.pool, self._order, self.config.min_offload_bytes, \
             self.config.prefetch_lookahead
 
         def pack(t: torch.Tensor):
-            if (t.device.type != pool.device.type or t.untyped_storage().data_ptr() in params
+            if (t.device.type != pool.device.type or t.untyped_storage().data_ptr() in state
                     or t.numel() * t.element_size() < min_bytes):
                 return t  # a host tensor saved by a GPU op (SDPA's RNG seed and offset), parameters, small ones
             handle = pool.put(t)
