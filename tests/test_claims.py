@@ -131,6 +131,14 @@ def test_ledger_errors_name_the_problem(tmp_path):
         claims.load_ledger(bad)
 
 
+def test_reference_run_without_a_metric_has_no_reference_value(setup):
+    ledger, results, ref, exps = setup
+    _write(ref / "nvidia-h200", "k", "skipped", {"other": 1.0})  # made by code that did not compute "speedup"
+    df = claims.build(ledger, results, ref, exps).set_index("claim_id")
+    assert df.loc["a.ref", "reference_verdict"] == "no-reference"
+    assert any("has no metric 'speedup'" in d for d in df.loc["a.ref", "reference_details"])
+
+
 def test_missing_metric_in_record_is_an_error(setup):
     ledger, results, ref, exps = setup
     _write(results, "k", "fast", {"speedup": 2.0})  # no "min"

@@ -244,6 +244,12 @@ def reference_side(claim: dict, reference_root: Path, results: Path, config_root
         return Side("no-reference", why="no committed reference run of " + ", ".join(missing) + (
             f" ({', '.join(cpu)}: a CPU step, which a paper-scale run here stands in for)" if cpu and len(cpu) < len(refs)
             else ""))
+    if lacking := [f"{c['experiment']} ({commit_of(refs[c['experiment']], short=True)}) has no metric {c['key']!r}"
+                   for c in _conditions(claim) if c["key"] not in refs[c["experiment"]]["metrics"]]:
+        # A committed run made by older code may lack a metric the ledger reads now (its code did not
+        # compute it, or computes it only where a search found a value): no reference value, said so.
+        return Side("no-reference", records=refs, why="the reference run of " + "; ".join(lacking) + (
+            " (its record's tags and tables say why)"))
     side = _judged(claim, refs, claim.get("timing"))
     side.details += [f"{exp}: a CPU step, from this machine's paper-scale run" for exp in local]
     for exp, rec in refs.items():
