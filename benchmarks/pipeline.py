@@ -38,7 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from repro import provenance, records  # noqa: E402
+from repro import records
+from repro.pipeline import provenance  # noqa: E402
 
 SMOKE = ["--config", "scale=smoke"]
 
@@ -125,7 +126,7 @@ def measure(quick: bool, cores: str) -> dict:
         m["noop_rerun"] = timed(snakemake + ["--cores", cores] + SMOKE, repeats=3)
     m["job_fixed"] = {
         "python": timed(py + ["-c", "pass"], repeats=3),
-        "repro.run": timed(py + ["-m", "repro.run", "--help"], repeats=3),
+        "repro.pipeline.run": timed(py + ["-m", "repro.pipeline.run", "--help"], repeats=3),
         "repro.figures": timed(py + ["-m", "repro.figures", "--help"], repeats=3),
     }
     return m

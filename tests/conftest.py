@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # fake experiments for runner te
 
 @pytest.fixture(autouse=True)
 def _keep_cuda_visible_devices():
-    """repro.gpu_slots.claim_gpus sets CUDA_VISIBLE_DEVICES in os.environ, as a job must; a test that
+    """repro.pipeline.gpu_slots.claim_gpus sets CUDA_VISIBLE_DEVICES in os.environ, as a job must; a test that
     calls it must not hand the claim to later tests (the smoke DAG inherits os.environ)."""
     import os
 
@@ -43,7 +43,7 @@ def built_kernels(tmp_path_factory, srcs) -> Path:
     where set, else ``srcs`` compiled here with nvcc (the test fails, naming why, where it cannot)."""
     import os
 
-    from repro.build_kernels import build
+    from repro.kernels.build import build
 
     if os.environ.get("REPRO_KERNELS_DIR"):
         return Path(os.environ["REPRO_KERNELS_DIR"])
@@ -129,7 +129,7 @@ def prepared_splits(directory: Path, n_train: int, n_test: int) -> dict[str, Pat
 
 @pytest.fixture
 def compose():
-    """compose(overrides) -> DictConfig of config/run.yaml, as `python -m repro.run` would see it."""
+    """compose(overrides) -> DictConfig of config/run.yaml, as `python -m repro.pipeline.run` would see it."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 

@@ -59,7 +59,7 @@ def test_the_record_is_a_valid_record_with_every_timing(bench):
     m = {"mode": "full", "cores": "all", "cpu_count": 2, "started": "2026-12-03T00:00:00+00:00",
          "clean_dag": {"s": 250.0, "load": 0.1, "load_after": 1.9}, "snakemake_start": t, "slurm_probe": t,
          "dag_build": t, "noop_rerun": t, "jobs_to_run": 0,
-         "job_fixed": {"python": t, "repro.run": t, "repro.figures": t},
+         "job_fixed": {"python": t, "repro.pipeline.run": t, "repro.figures": t},
          "per_rule": {"figure": {"jobs": 78, "job_s": 120.0}}}
     record = bench.as_record(m)
     records.validate(record)

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from repro import build_kernels
+from repro.kernels import build as build_kernels
 
 NVCC = shutil.which("nvcc")
 SAMPLE = """

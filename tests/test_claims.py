@@ -6,7 +6,9 @@ import re
 import pytest
 import yaml
 
-from repro import claims, records, reference
+from repro import records
+from repro.report import claims
+from repro.pipeline import reference
 
 from conftest import REPO
 
@@ -109,7 +111,7 @@ def test_failing_also_condition_fails_the_claim(setup):
 
 
 def test_report_files_keep_the_earlier_columns_first(setup, tmp_path):
-    from repro import report
+    from repro.report import pages as report
 
     ledger, results, ref, config = setup
     df = claims.build(*setup)
@@ -147,21 +149,21 @@ def test_missing_metric_in_record_is_an_error(setup):
 
 
 def test_stale_code_names_what_changed_since_a_reference_run(monkeypatch):
-    from repro import provenance
+    from repro.pipeline import provenance
 
     rec = {"paper": "comet", "experiment": "comet_fixed_eb", "provenance": {"commit": "abcdef1234"}}
     seen = {}
 
     def fake(commit, paths):
         seen.update(commit=commit, paths=paths)
-        return ["src/repro/comet/hooks.py", "config/experiment/comet/comet_uncompressed.yaml"]
+        return ["src/repro/papers/comet/hooks.py", "config/experiment/comet/comet_uncompressed.yaml"]
 
     monkeypatch.setattr(provenance, "changed_since", fake)
     note = reference.stale_code(rec)
     assert "abcdef1" in note and "hooks.py" in note and "comet_uncompressed.yaml" in note
-    # what its entry module (repro.comet.arms) imports, shared code too, and its experiment file and its base
+    # what its entry module (repro.papers.comet.arms) imports, shared code too, and its experiment file and its base
     assert seen["commit"] == "abcdef1234"
-    assert {"src/repro/comet/hooks.py", "src/repro/train/trainer.py", "src/repro/comet/kernels/comet_codec.cu",
+    assert {"src/repro/papers/comet/hooks.py", "src/repro/train/trainer.py", "src/repro/papers/comet/kernels/comet_codec.cu",
             "config/experiment/comet/comet_fixed_eb.yaml", "config/experiment/comet/comet_uncompressed.yaml"} <= set(seen["paths"])
     assert not any(p.endswith(("figures.py", "/run.py", "clicktrain/experiment.py")) for p in seen["paths"])
     for unchanged in ([], None):  # nothing changed, or git cannot tell: no note
@@ -172,7 +174,7 @@ def test_stale_code_names_what_changed_since_a_reference_run(monkeypatch):
 def test_a_record_listing_its_code_is_checked_file_by_file(monkeypatch, tmp_path):
     """Since records list their code by digest, the note names exactly the files that compute
     something else now: not a comment, docstring or formatting edit, and not a file it never ran."""
-    from repro import provenance
+    from repro.pipeline import provenance
 
     monkeypatch.setattr(provenance, "REPO_ROOT", tmp_path)
     src = tmp_path / "src" / "step.py"
@@ -197,33 +199,33 @@ def test_a_run_records_the_code_it_ran():
     kernels, not the runner's bookkeeping or the figure modules."""
     import sys
 
-    import repro.comet.arms  # noqa: F401
+    import repro.papers.comet.arms  # noqa: F401
     import repro.figures  # noqa: F401
-    import repro.run  # noqa: F401
-    from repro import provenance
+    import repro.pipeline.run  # noqa: F401
+    from repro.pipeline import provenance
 
     files = {p.relative_to(provenance.REPO_ROOT).as_posix() for p in provenance.code_files(list(sys.modules))}
-    assert {"src/repro/comet/arms.py", "src/repro/comet/kernels/comet_codec.cu",
+    assert {"src/repro/papers/comet/arms.py", "src/repro/papers/comet/kernels/comet_codec.cu",
             "src/repro/train/trainer.py"} <= files
-    assert not {"src/repro/run.py", "src/repro/records.py", "src/repro/figures.py",
-                "src/repro/comet/figures.py"} & files
+    assert not {"src/repro/pipeline/run.py", "src/repro/records.py", "src/repro/figures.py",
+                "src/repro/papers/comet/figures.py"} & files
 
 
 def test_import_closure_reads_what_an_entry_module_imports():
     """Read from the sources, the closure of the ClickTrain arms is what a run of them loads: its own
     modules, the trainer, data and models, the baseline it reuses; not the sweep's collection step."""
-    from repro import provenance
+    from repro.pipeline import provenance
 
-    closure = provenance.import_closure("repro.clicktrain.experiment")
-    assert {"repro", "repro.clicktrain", "repro.clicktrain.masks", "repro.train.trainer", "repro.data.arrays",
+    closure = provenance.import_closure("repro.papers.clicktrain.experiment")
+    assert {"repro", "repro.papers.clicktrain", "repro.papers.clicktrain.masks", "repro.train.trainer", "repro.data.arrays",
             "repro.models.resnet"} <= set(closure)
-    assert "repro.clicktrain.budget" not in closure and "repro.clicktrain.sweep" not in closure
+    assert "repro.papers.clicktrain.budget" not in closure and "repro.papers.clicktrain.sweep" not in closure
     files = {provenance.repo_path(f) for f in provenance.code_files(closure)}
-    assert "src/repro/clicktrain/experiment.py" in files and "src/repro/__init__.py" not in files
+    assert "src/repro/papers/clicktrain/experiment.py" in files and "src/repro/__init__.py" not in files
 
 
 def test_changed_since_is_none_for_a_commit_this_clone_lacks():
-    from repro.provenance import changed_since
+    from repro.pipeline.provenance import changed_since
 
     assert changed_since("0" * 40, ["src"]) is None
     assert changed_since("unknown", ["src"]) is None
@@ -231,7 +233,8 @@ def test_changed_since_is_none_for_a_commit_this_clone_lacks():
 
 def test_stale_code_of_a_comparison_names_its_stale_inputs(monkeypatch, tmp_path):
     """A CPU step made today over a GPU record whose code changed since: the note names that input."""
-    from repro import provenance, records
+    from repro import records
+    from repro.pipeline import provenance
 
     arm = tmp_path / "comet" / "comet_actnn2bit"
     arm.mkdir(parents=True)
@@ -241,7 +244,7 @@ def test_stale_code_of_a_comparison_names_its_stale_inputs(monkeypatch, tmp_path
     cmp = {"paper": "comet", "experiment": "comet_compare", "provenance": {"commit": "new7654321"},
            "inputs": {"actnn2bit": "results/comet/comet_actnn2bit/record.json", "kernels": "results/build/kernels"}}
     monkeypatch.setattr(provenance, "changed_since",
-                        lambda commit, paths: ["src/repro/comet/hooks.py"] if commit == "old1234567" else [])
+                        lambda commit, paths: ["src/repro/papers/comet/hooks.py"] if commit == "old1234567" else [])
     note = reference.stale_code(cmp, tmp_path)
     assert note.startswith("the code of its inputs changed") and "comet_actnn2bit (old1234: comet/hooks.py)" in note
     assert "its code" not in note  # the comparison itself is current
@@ -250,7 +253,8 @@ def test_stale_code_of_a_comparison_names_its_stale_inputs(monkeypatch, tmp_path
 
 def test_timing_claims_name_records_measured_on_a_shared_gpu(tmp_path):
     """A comparison whose input ran beside other GPU processes: a timing claim's note says which."""
-    from repro import claims, records
+    from repro import records
+    from repro.report import claims
 
     def write(rel, experiment, sharing, inputs=None):
         d = tmp_path / rel
@@ -272,7 +276,7 @@ def test_timing_claims_name_records_measured_on_a_shared_gpu(tmp_path):
 
 @pytest.mark.parametrize("timing", ["yes", [], [1], {"a": 1}])
 def test_ledger_refuses_a_bad_timing_field(tmp_path, timing):
-    from repro import claims
+    from repro.report import claims
 
     claim = dict(id="x.y", paper="p", statement="s", paper_value=1, unit="x", target=1, direction=">=",
                  needs="gpu", timing=timing)

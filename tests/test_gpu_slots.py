@@ -1,4 +1,4 @@
-"""Each GPU job claims GPUs of its own on a multi-GPU machine (repro.gpu_slots)."""
+"""Each GPU job claims GPUs of its own on a multi-GPU machine (repro.pipeline.gpu_slots)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from repro import gpu_slots
+from repro.pipeline import gpu_slots
 
 AT_START = os.environ.get("CUDA_VISIBLE_DEVICES")
 
@@ -15,7 +15,7 @@ AT_START = os.environ.get("CUDA_VISIBLE_DEVICES")
 def test_second_job_gets_the_next_gpu_and_waits_when_all_are_taken(tmp_path, monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import os, sys, time; from pathlib import Path; from repro.gpu_slots import claim_gpus; "
+        [sys.executable, "-c", "import os, sys, time; from pathlib import Path; from repro.pipeline.gpu_slots import claim_gpus; "
          f"print(claim_gpus(1, Path({str(tmp_path)!r}), count=2)[0], os.environ['CUDA_VISIBLE_DEVICES'], flush=True); "
          "time.sleep(3)"], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().split() == ["0", "0"]
@@ -50,7 +50,7 @@ def _release():
 def test_a_two_gpu_job_takes_two_free_ones_or_waits(tmp_path, monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import os, time; from pathlib import Path; from repro.gpu_slots import claim_gpus; "
+        [sys.executable, "-c", "import os, time; from pathlib import Path; from repro.pipeline.gpu_slots import claim_gpus; "
          f"claim_gpus(3, Path({str(tmp_path)!r}), count=4); print(os.environ['CUDA_VISIBLE_DEVICES'], flush=True); "
          "time.sleep(2)"], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "0,1,2"

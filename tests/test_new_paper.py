@@ -15,8 +15,8 @@ import pytest
 from conftest import REPO
 
 FILES = {
-    "src/repro/toy/__init__.py": '"""A throwaway paper for tests/test_new_paper.py."""\n',
-    "src/repro/toy/experiment.py": '''"""The toy paper's one experiment: a number the claim reads."""
+    "src/repro/papers/toy/__init__.py": '"""A throwaway paper for tests/test_new_paper.py."""\n',
+    "src/repro/papers/toy/experiment.py": '''"""The toy paper's one experiment: a number the claim reads."""
 from dataclasses import dataclass
 
 import pandas as pd
@@ -33,7 +33,7 @@ class ToyParams:
 def toy_bench(p: ToyParams, ctx: Context) -> Result:
     return Result(metrics={"speedup": p.speedup}, tables={"points": pd.DataFrame({"x": [1, 2], "y": [p.speedup, 1]})})
 ''',
-    "src/repro/toy/figures.py": '''"""The toy paper's figure."""
+    "src/repro/papers/toy/figures.py": '''"""The toy paper's figure."""
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -51,8 +51,8 @@ def toy_bench(run_dir):
     "config/experiment/toy/toy_bench.yaml": '''# @package experiment
 name: toy_bench
 paper: toy
-entry: repro.toy.experiment:toy_bench
-figure: repro.toy.figures:toy_bench
+entry: repro.papers.toy.experiment:toy_bench
+figure: repro.papers.toy.figures:toy_bench
 gpus: 0
 params:
   speedup: 2.5
@@ -107,7 +107,7 @@ def test_the_dag_runs_and_draws_it_and_the_report_judges_it(repo):
     made = run(repo, sys.executable, "-m", "snakemake", "results/figures/toy/toy_bench.png", "--cores", "1",
                "--config", "scale=paper")
     assert made.returncode == 0, made.stderr[-3000:]
-    report = run(repo, sys.executable, "-m", "repro.claims", "--results", "results", "--out", "results/claims",
+    report = run(repo, sys.executable, "-m", "repro.report", "--results", "results", "--out", "results/claims",
                  "--reference", "results/reference", "--figures", "results/figures/toy/toy_bench.png")
     assert report.returncode == 0, report.stderr[-3000:]
     rows = (repo / "results" / "claims" / "claims.csv").read_text()
@@ -116,12 +116,12 @@ def test_the_dag_runs_and_draws_it_and_the_report_judges_it(repo):
 
 
 def test_the_ledger_and_the_import_contract_see_it(repo):
-    ids = run(repo, sys.executable, "-c", "from repro import claims, layout; "
+    ids = run(repo, sys.executable, "-c", "from repro import layout; from repro.report import claims; "
               "print(layout.papers()); print([c['id'] for c in claims.load_ledger('config/claims')])")
     assert "'toy'" in ids.stdout.splitlines()[0] and "'toy.speedup'" in ids.stdout.splitlines()[1]
     lint = run(repo, str(Path(sys.executable).parent / "lint-imports"), "--no-cache")
-    assert lint.returncode == 0 and "1 kept" in lint.stdout
-    bad = repo / "src" / "repro" / "toy" / "experiment.py"
-    bad.write_text(bad.read_text() + "\nfrom repro.tsm2x import tsm2  # noqa\n")
+    assert lint.returncode == 0 and "0 broken" in lint.stdout
+    bad = repo / "src" / "repro" / "papers" / "toy" / "experiment.py"
+    bad.write_text(bad.read_text() + "\nfrom repro.papers.tsm2x import tsm2  # noqa\n")
     lint = run(repo, str(Path(sys.executable).parent / "lint-imports"), "--no-cache")
-    assert lint.returncode != 0 and "- repro.toy.experiment -> repro.tsm2x.tsm2" in lint.stdout
+    assert lint.returncode != 0 and "- repro.papers.toy.experiment -> repro.papers.tsm2x.tsm2" in lint.stdout

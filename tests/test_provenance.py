@@ -114,7 +114,7 @@ def _repo(tmp_path, monkeypatch):
     """A git repository standing in for the project: provenance reads files and history there."""
     import subprocess
 
-    from repro import provenance
+    from repro.pipeline import provenance
 
     root = tmp_path / "repo"
     (root / "src" / "repro").mkdir(parents=True)
@@ -142,7 +142,7 @@ def _repo(tmp_path, monkeypatch):
 def test_code_that_only_moved_between_files_is_not_a_change(tmp_path, monkeypatch):
     """A record's file that changed since it ran counts as changed only if some definition it had is
     gone or different: moving a function to another module, or editing an import, is not a change."""
-    from repro import provenance
+    from repro.pipeline import provenance
 
     root, commit = _repo(tmp_path, monkeypatch)
     a, b = "src/repro/a.py", "src/repro/b.py"
@@ -157,7 +157,8 @@ def test_code_that_only_moved_between_files_is_not_a_change(tmp_path, monkeypatc
 
 
 def test_an_experiment_file_rewritten_as_a_variant_runs_the_same(tmp_path, monkeypatch):
-    from repro import layout, provenance
+    from repro import layout
+    from repro.pipeline import provenance
 
     root, commit = _repo(tmp_path, monkeypatch)
     monkeypatch.setenv("REPRO_CONFIG_DIR", str(root / "config"))
@@ -179,7 +180,7 @@ def test_an_experiment_file_rewritten_as_a_variant_runs_the_same(tmp_path, monke
 def test_a_change_judged_unmoved_is_not_stale_and_a_later_edit_is(tmp_path, monkeypatch):
     """config/unmoved.yaml: a maintainer's judgment that one change of a file computes no other number
     takes that change (and only it: by digest, chained) out of the staleness check."""
-    from repro import provenance, reference
+    from repro.pipeline import provenance, reference
 
     root, commit = _repo(tmp_path, monkeypatch)
     a = "src/repro/a.py"
@@ -205,7 +206,7 @@ def test_a_change_judged_unmoved_is_not_stale_and_a_later_edit_is(tmp_path, monk
 
 
 def test_a_malformed_judgment_is_refused_by_name(tmp_path, monkeypatch, capsys):
-    from repro import provenance, reference
+    from repro.pipeline import provenance, reference
 
     root, _ = _repo(tmp_path, monkeypatch)
     (root / "config").mkdir()
@@ -223,7 +224,7 @@ def test_import_closure_parses_each_file_once_and_keeps_the_lists_between_proces
     next Snakemake start parses nothing, and an edited file is parsed again and its new imports count."""
     import ast
 
-    from repro import provenance
+    from repro.pipeline import provenance
 
     pkg = tmp_path / "src" / "repro"
     (pkg / "lib").mkdir(parents=True)

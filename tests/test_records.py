@@ -56,7 +56,7 @@ def test_atomic_write_keeps_old_file_on_failure(tmp_path, monkeypatch):
 
 
 def test_commit_from_the_environment_wins_over_a_stale_git(monkeypatch):
-    from repro import provenance
+    from repro.pipeline import provenance
 
     monkeypatch.delenv("REPRO_GIT_COMMIT", raising=False)
     here = provenance.git_state()

@@ -1,6 +1,7 @@
 """Publishing GPU runs as reference results."""
 
-from repro import records, reference
+from repro import records
+from repro.pipeline import reference
 
 
 def _write(root, paper, name, gpu, inputs=None, scale="paper"):
@@ -24,11 +25,11 @@ def test_publish_takes_gpu_runs_and_cpu_steps_that_only_combine_them(tmp_path):
     assert sorted(published) == ["p/arm", "p/compare"]
     assert (ref / "nvidia-h200" / "p" / "compare" / "record.json").exists()
     assert (ref / "nvidia-h200" / "figures" / "p" / "compare.png").read_bytes() == b"png"
-    assert reference.find_reference(ref, "p", "compare") == ref / "nvidia-h200" / "p" / "compare"
+    assert records.find_reference(ref, "p", "compare") == ref / "nvidia-h200" / "p" / "compare"
     # published, the comparison still finds its inputs among its neighbours (the claims report names its GPU)
     published_compare = records.read(ref / "nvidia-h200" / "p" / "compare")
-    assert reference.input_gpu_name(published_compare, ref / "nvidia-h200") == "NVIDIA H200"
-    assert reference.input_gpu_name(records.read(results / "p" / "mixed"), results) is None
+    assert records.input_gpu_name(published_compare, ref / "nvidia-h200") == "NVIDIA H200"
+    assert records.input_gpu_name(records.read(results / "p" / "mixed"), results) is None
 
 
 def test_publish_takes_a_sweep_point_only_when_named_and_keeps_its_folder(tmp_path):
@@ -50,7 +51,7 @@ def test_publish_takes_a_sweep_point_only_when_named_and_keeps_its_folder(tmp_pa
 def test_status_lists_published_records_and_what_predates_its_code(tmp_path, monkeypatch, capsys):
     """`status` names every published record (sweep points too), whether it shared the GPU or was
     resumed, and which ones the code has moved past: the list a GPU session would rerun."""
-    from repro import provenance
+    from repro.pipeline import provenance
 
     monkeypatch.setattr(provenance, "REPO_ROOT", tmp_path)
     src = tmp_path / "src" / "arm.py"

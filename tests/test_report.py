@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from repro import artifact, claims, claims_chart, report, report_content
+from repro.report import artifact, claims, chart as claims_chart, pages as report, content as report_content
 
 from conftest import REPO
 from report_fixture import Elements, make
@@ -148,7 +148,7 @@ def test_the_artifact_section_maps_badges_to_this_runs_evidence(built, tmp_path)
         assert badge in text
     assert "3 passed" not in text and "2 passed, 1 failed, 1 skipped of 4 tests" in text
     assert "tests.comet.test_codec::test_c" in text and "needs a CUDA GPU" in text
-    assert "make test" in text and "python -m repro.run experiment=" in text
+    assert "make test" in text and "python -m repro.pipeline.run experiment=" in text
     md = (out / "report.md").read_text()
     for cid in df.claim_id:
         assert cid in md

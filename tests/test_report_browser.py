@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from repro import browser, claims, report
+from repro.report import browser, claims, pages as report
 
 from conftest import REPO
 from report_fixture import Elements, write_record

@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 
 from repro import records
 from repro.experiment import NeedsGPU, cuda_available
-from repro.run import ConfigError, execute
+from repro.pipeline.run import ConfigError, execute
 
 from conftest import REPO
 
@@ -28,7 +28,7 @@ def test_smoke_overrides_apply_only_at_smoke(compose, tmp_path):
     assert rec["metrics"]["value"] == 2.0 and rec["scale"] == "smoke"
     assert (tmp_path / "s" / "rows.csv").read_text().count("\n") == 6
     assert rec["provenance"]["config_hash"] and "torch" in rec["provenance"]["packages"]
-    assert rec["seed"] == 0 and "src/repro/run.py" not in rec["provenance"]["code"]  # its code, by digest
+    assert rec["seed"] == 0 and "src/repro/pipeline/run.py" not in rec["provenance"]["code"]  # its code, by digest
     assert all(len(d) == 16 for d in rec["provenance"]["code"].values())
     rec = records.read(execute(_cfg(compose, tmp_path / "p", params={"value": 2.0}, smoke={"rows": 5},
                                     scale="paper")))
@@ -90,7 +90,7 @@ def test_gpu_only_step_without_gpu(compose, tmp_path, monkeypatch):
 def test_a_step_needing_more_gpus_than_here_says_how_many(compose, tmp_path, monkeypatch):
     """With CPU paths at smoke scale it runs on the CPU; a GPU-only one is skipped naming the count;
     at paper scale both are refused naming it."""
-    monkeypatch.setattr("repro.gpu_slots.gpu_count", lambda: 1)  # a machine with one GPU
+    monkeypatch.setattr("repro.pipeline.gpu_slots.gpu_count", lambda: 1)  # a machine with one GPU
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # given to this job, as a scheduler would
     rec = records.read(execute(_cfg(compose, tmp_path / "a", gpus=2, device="auto")))
     assert rec["status"] == "ok" and rec["device"] == "cpu" and rec["gpus"] == 0
@@ -111,7 +111,7 @@ def test_failing_experiment_leaves_previous_record(compose, tmp_path):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "repro.run", *args], capture_output=True, text=True, cwd=REPO)
+    return subprocess.run([sys.executable, "-m", "repro.pipeline.run", *args], capture_output=True, text=True, cwd=REPO)
 
 
 def test_cli_runs_ceilings_at_smoke(tmp_path):
@@ -165,8 +165,8 @@ def test_a_run_that_needs_no_torch_does_not_import_it(tmp_path):
     if any(os.path.exists(p) for p in machine.GPU_DRIVER_PATHS):
         pytest.skip("a GPU driver is here: provenance asks torch about the GPU")
     code = ("import runpy, sys, json\n"
-            f"sys.argv = ['repro.run', 'experiment=oovr/scenes', 'scale=smoke', 'out={tmp_path / 'run'}']\n"
-            "try:\n    runpy.run_module('repro.run', run_name='__main__')\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            f"sys.argv = ['repro.pipeline.run', 'experiment=oovr/scenes', 'scale=smoke', 'out={tmp_path / 'run'}']\n"
+            "try:\n    runpy.run_module('repro.pipeline.run', run_name='__main__')\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
             "print(json.dumps(sorted(m for m in ('torch', 'repro.data', 'repro.train') if m in sys.modules)))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -188,7 +188,7 @@ def test_a_run_that_needs_no_torch_does_not_import_it(tmp_path):
 def test_library_errors_are_reported_once_their_module_is_loaded():
     import sys
 
-    from repro import run
+    from repro.pipeline import run
 
     assert run.ConfigError in run.reported_errors()
     from repro.data.arrays import DataError

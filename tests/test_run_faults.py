@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from repro import records
-from repro.run import execute
+from repro.pipeline.run import execute
 
 from conftest import REPO
 
@@ -19,7 +19,7 @@ SMALL = ["experiment.smoke.copy_bytes=1048576", "experiment.smoke.host_copy_byte
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "repro.run", *args], capture_output=True, text=True, cwd=REPO)
+    return subprocess.run([sys.executable, "-m", "repro.pipeline.run", *args], capture_output=True, text=True, cwd=REPO)
 
 
 def _snapshot(folder):

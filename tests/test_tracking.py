@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from repro import records, tracking
+from repro import records
+from repro.pipeline import tracking
 
 
 def _records(root, n=2):

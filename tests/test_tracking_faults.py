@@ -9,7 +9,8 @@ import uuid
 
 import pytest
 
-from repro import records, tracking
+from repro import records
+from repro.pipeline import tracking
 
 from conftest import REPO, service_unavailable
 
@@ -33,7 +34,7 @@ def _env(**extra):
 
 
 def _ingest_cmd(results, uri, artifacts, out=None):
-    cmd = [sys.executable, "-m", "repro.tracking", "--results", str(results), "--uri", uri,
+    cmd = [sys.executable, "-m", "repro.pipeline.tracking", "--results", str(results), "--uri", uri,
            "--artifacts", str(artifacts)]
     return cmd + (["--out", str(out)] if out else [])
 

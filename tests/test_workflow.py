@@ -65,15 +65,15 @@ def test_a_step_reruns_when_the_code_it_runs_changes():
             for j in dag_jobs(REPO, {"scale": "smoke"})}
     baseline = jobs[("baseline", (("exp", "resnet32"), ("paper", "baseline")))]
     assert {"src/repro/models/resnet.py", "src/repro/train/trainer.py", "src/repro/data/arrays.py",
-            "src/repro/baseline/experiment.py"} <= baseline
+            "src/repro/papers/baseline/experiment.py"} <= baseline
     assert not any(f.endswith("figures.py") for f in baseline)
     admm_point = next(inputs for (rule, wc), inputs in jobs.items()
                       if rule == "sweep_point" and dict(wc)["point"].startswith("admm_e"))
-    assert "src/repro/clicktrain/masks.py" in admm_point and "src/repro/clicktrain/budget.py" not in admm_point
+    assert "src/repro/papers/clicktrain/masks.py" in admm_point and "src/repro/papers/clicktrain/budget.py" not in admm_point
     comet = jobs[("comet", (("exp", "comet_fixed_eb"), ("paper", "comet")))]
-    assert {"src/repro/comet/kernels/comet_codec.cu", "results/build/kernels/comet_codec.json",
+    assert {"src/repro/papers/comet/kernels/comet_codec.cu", "results/build/kernels/comet_codec.json",
             "config/experiment/comet/comet_fixed_eb.yaml", "config/experiment/comet/comet_uncompressed.yaml"} <= comet
-    assert "src/repro/comet/eb_sweep.py" not in comet
+    assert "src/repro/papers/comet/eb_sweep.py" not in comet
     assert not any("tsm2" in f for f in comet)  # a TSM2X kernel edit reruns no COMET step
 
 
@@ -123,7 +123,7 @@ def test_smoke_dag_end_to_end(smoke_run):
     work, proc, _ = smoke_run
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     report = (work / "results" / "claims" / "report.html").read_text()
-    from repro.claims import load_ledger
+    from repro.report.claims import load_ledger
 
     for claim in load_ledger(REPO / "config" / "claims"):
         assert claim["id"] in report
@@ -175,7 +175,7 @@ def test_the_learning_check_fails_for_a_broken_trainer(smoke_run, tmp_path):
     work, proc, _ = smoke_run
     assert proc.returncode == 0
     env = {**os.environ, "PYTHONPATH": str(work / "src")}
-    subprocess.run([sys.executable, "-m", "repro.run", "experiment=baseline/resnet32", "scale=smoke",
+    subprocess.run([sys.executable, "-m", "repro.pipeline.run", "experiment=baseline/resnet32", "scale=smoke",
                     "experiment.params.lr=0", f"out={tmp_path / 'lr0'}"], cwd=work, env=env, check=True,
                    capture_output=True)
     problems = learning_problems(tmp_path / "lr0")

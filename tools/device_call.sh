@@ -23,7 +23,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
 t0=$(date +%s)
 [[ -f ../prep_first ]] && { python -m repro.data.cifar10 --source shards:../cifar10-jpeg --out results/data/cifar10 > "$OUT/prep.log" 2>&1 & }
 if [[ -f ../no_build ]]; then wait; echo "build skipped (.device-data/no_build)" | tee -a "$log"  # runs that load no CUDA C kernel
-else python -m repro.build_kernels --out results/build/kernels > "$OUT/build.log" 2>&1; wait; echo "build rc=$? $(( $(date +%s)-t0 )) s" | tee -a "$log"; fi
+else python -m repro.kernels.build --out results/build/kernels > "$OUT/build.log" 2>&1; wait; echo "build rc=$? $(( $(date +%s)-t0 )) s" | tee -a "$log"; fi
 export REPRO_KERNELS_DIR=$PWD/results/build/kernels
 n=0
 while read -r kind rest; do
@@ -33,9 +33,9 @@ while read -r kind rest; do
   t=$(date +%s)
   case "$kind" in
     prep) timeout $left python -m repro.data.cifar10 --source shards:../cifar10-jpeg --out results/data/cifar10 > "$OUT/step$n.log" 2>&1 ;;
-    run)  exp=${rest%% *}; timeout $left python -m repro.run experiment=$rest scale=paper > "$OUT/step$n.log" 2>&1 ;;
+    run)  exp=${rest%% *}; timeout $left python -m repro.pipeline.run experiment=$rest scale=paper > "$OUT/step$n.log" 2>&1 ;;
     test) timeout $left python -m pytest -q -p no:cacheprovider $rest > "$OUT/step$n.log" 2>&1 ;;
-    bgrun) timeout $left python -m repro.run experiment=$rest scale=paper > "$OUT/step$n.log" 2>&1 &
+    bgrun) timeout $left python -m repro.pipeline.run experiment=$rest scale=paper > "$OUT/step$n.log" 2>&1 &
           echo "step$n started in background: $rest" >> "$log"; continue ;;
     bgprep) timeout $left python -m repro.data.cifar10 --source shards:../cifar10-jpeg --out results/data/cifar10 > "$OUT/step$n.log" 2>&1 &
           echo "step$n prep started in background" >> "$log"; continue ;;

@@ -38,7 +38,7 @@ done
 mkdir -p "$out"
 source "$(dirname "$0")/gpu_env.sh"
 status=0
-# one GPU job per GPU; each job claims a free one (repro.gpu_slots)
+# one GPU job per GPU; each job claims a free one (repro.pipeline.gpu_slots)
 gpus=$(nvidia-smi -L | grep -c '^GPU ' || true)
 timeout --kill-after=10 "$limit" python3 -m snakemake "$@" --cores "$(nproc)" --resources "gpu=${REPRO_GPU_JOBS:-${gpus:-1}}" --keep-going --rerun-incomplete \
   --config scale=paper "cifar10_source=shards:$data" 2>&1 | tee "$out/snakemake.log" || status=$?

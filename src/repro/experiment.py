@@ -2,7 +2,7 @@
 
 An experiment is a pure function ``fn(params, ctx) -> Result`` decorated with
 :func:`experiment`. The decorator names the dataclass that validates its parameters and
-whether it needs a CUDA GPU. The runner (:mod:`repro.run`) composes the Hydra config,
+whether it needs a CUDA GPU. The runner (:mod:`repro.pipeline.run`) composes the Hydra config,
 validates it against that dataclass, builds the :class:`Context`, calls the function and
 writes the run record; tests call the function directly with a hand-made context.
 

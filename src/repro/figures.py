@@ -18,9 +18,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from repro import records  # noqa: E402
+from repro import layout, records  # noqa: E402
 from repro.faults import kill_point  # noqa: E402
-from repro.reference import find_reference, input_gpu_name  # noqa: E402
+from repro.records import find_reference, input_gpu_name  # noqa: E402
 
 
 def run_record(run_dir: Path) -> dict:
@@ -100,6 +100,7 @@ def draw(run_dir: Path, out_png: Path, reference_root: Path | None = None) -> Pa
     if not entry:
         raise ValueError(f"{run_dir}: the experiment config names no figure function")
     module, _, name = entry.partition(":")
+    module = layout.current_module(module)  # a record made before the layout move names the former module
     fig = getattr(importlib.import_module(module), name)(source_dir)
     if note:
         fig.text(0.99, 0.01, note, ha="right", va="bottom", fontsize=7, color="firebrick")

@@ -2,7 +2,7 @@
 (docs/adding-a-paper.md). Every part of the pipeline finds a paper through these functions, so that
 adding one edits no shared file. Kept light (no torch, no Hydra): Snakemake calls it at every start.
 
-- A paper is a subpackage of ``repro`` that is not a shared library; it owns
+- A paper is a subpackage of ``repro.papers``; it owns
   ``config/experiment/<paper>/``, ``config/claims/<paper>.yaml``, ``workflow/rules/<paper>.smk``,
   ``tests/<paper>/`` and ``docs/papers/<paper>.md``.
 - An experiment is ``<paper>/<name>``: the file ``config/experiment/<paper>/<name>.yaml``. A variant
@@ -21,10 +21,91 @@ import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_ROOT = Path(__file__).resolve().parent
+PAPERS_ROOT = PACKAGE_ROOT / "papers"
 # The shared libraries: what more than one paper uses (a paper imports these and the spine only).
 SHARED = ("data", "models", "train", "sim", "multigpu")
-# The keys an experiment file may hold (repro.run refuses others; `defaults` is Hydra's).
+# Beside the papers and never imported by them: the pipeline's drivers and the claims report.
+APART = ("pipeline", "report")
+# The keys an experiment file may hold (repro.pipeline.run refuses others; `defaults` is Hydra's).
 EXPERIMENT_KEYS = ("name", "paper", "entry", "figure", "gpus", "kernels", "inputs", "sweep", "params", "smoke")
+
+
+# Modules that moved when the tree took its three layers (papers under repro.papers, the drivers under
+# repro.pipeline, the report under repro.report): records made before name them by their former
+# names, which these map to the present ones (figure entries, code paths), and back (so that a
+# move alone does not count as a change of the code that made a record).
+MOVED = {**{f"repro.{p}": f"repro.papers.{p}" for p in (
+             "baseline", "ceilings", "clicktrain", "comet", "gpucache", "interconnect", "oovr", "pimcaps", "qvr",
+             "sparse_gemm", "sptrsv", "superneurons", "tsm2x")},
+         **{f"repro.{m}": f"repro.pipeline.{m}" for m in (
+             "run", "gpu_slots", "scale", "provenance", "reference", "tracking", "watchdog")},
+         "repro.claims": "repro.report.claims", "repro.claims_chart": "repro.report.chart",
+         "repro.report_content": "repro.report.content", "repro.report_html": "repro.report.html_page",
+         "repro.report_markdown": "repro.report.markdown_page", "repro.browser": "repro.report.browser",
+         "repro.artifact": "repro.report.artifact", "repro.report": "repro.report.pages",
+         "repro.build_kernels": "repro.kernels.build"}
+_FORMER = {new: old for old, new in MOVED.items()}
+
+
+def _remap(name: str, table: dict[str, str]) -> str:
+    """``name`` (a dotted module path, or one followed by '.attr') with its longest prefix in ``table``
+    replaced."""
+    parts = name.split(".")
+    for i in range(len(parts), 1, -1):
+        if (head := ".".join(parts[:i])) in table:
+            return ".".join([table[head], *parts[i:]])
+    return name
+
+
+def current_module(name: str) -> str:
+    """The present name of a module (or 'module.attr') that a record made before the move names."""
+    return _remap(name, MOVED)
+
+
+def former_module(name: str) -> str:
+    """The name a present module had before the move (itself where it did not move)."""
+    return _remap(name, _FORMER)
+
+
+def current_path(rel: str) -> str:
+    """The present repository path of a file a record made before the move names (itself otherwise):
+    src/repro/comet/kernels/comet.cu -> src/repro/papers/comet/kernels/comet.cu, src/repro/run.py ->
+    src/repro/pipeline/run.py, src/repro/kernels.py -> src/repro/kernels/__init__.py."""
+    parts = Path(rel).parts
+    if parts[:2] != ("src", "repro") or len(parts) < 3:
+        return rel
+    *folders, name = parts[2:]
+    if not name.endswith(".py"):
+        where = current_module(".".join(["repro", *folders])).split(".")[1:]
+        return Path("src", "repro", *where, name).as_posix()
+    stem = Path(name).stem
+    module = ".".join(["repro", *folders] + ([] if stem == "__init__" else [stem]))
+    where = current_module(module).split(".")[1:]
+    as_module = Path("src", "repro", *where[:-1], f"{where[-1]}.py") if where else None
+    as_package = Path("src", "repro", *where, "__init__.py")
+    if stem != "__init__" and as_module is not None and (stem == where[-1] and (REPO_ROOT / as_module).is_file()
+                                                           or not (REPO_ROOT / as_package).is_file()):
+        return as_module.as_posix()
+    return as_package.as_posix()
+
+
+def former_path(rel: str) -> str:
+    """The path a file at ``rel`` had before the move (itself where it did not move): the inverse of
+    current_path."""
+    parts = Path(rel).parts
+    if parts[:2] != ("src", "repro") or len(parts) < 3:
+        return rel
+    *folders, name = parts[2:]
+    if not name.endswith(".py"):
+        return Path("src", "repro", *former_module(".".join(["repro", *folders])).split(".")[1:], name).as_posix()
+    stem = Path(name).stem
+    module = ".".join(["repro", *folders] + ([] if stem == "__init__" else [stem]))
+    where = former_module(module).split(".")[1:]
+    if stem == "__init__" and module in ("repro.kernels", "repro.multigpu"):  # were modules, now packages
+        return Path("src", "repro", f"{where[-1]}.py").as_posix()
+    if stem == "__init__":
+        return Path("src", "repro", *where, "__init__.py").as_posix()
+    return Path("src", "repro", *where[:-1], f"{where[-1]}.py").as_posix()
 
 
 class LayoutError(ValueError):
@@ -35,15 +116,17 @@ def config_dir() -> Path:
     return Path(os.environ.get("REPRO_CONFIG_DIR", REPO_ROOT / "config")).resolve()
 
 
-def papers(package_root: Path = PACKAGE_ROOT) -> list[str]:
-    """Every paper package: the subpackages of repro that are not shared libraries."""
-    return sorted(p.name for p in Path(package_root).iterdir()
-                  if (p / "__init__.py").is_file() and p.name not in SHARED)
+def papers(papers_root: Path = PAPERS_ROOT) -> list[str]:
+    """Every paper: the subpackages of repro.papers."""
+    return sorted(p.name for p in Path(papers_root).iterdir() if (p / "__init__.py").is_file())
 
 
 def spine_modules(package_root: Path = PACKAGE_ROOT) -> list[str]:
-    """The spine: repro's top-level modules that are not shared libraries."""
-    return sorted(p.stem for p in Path(package_root).glob("*.py") if p.stem not in SHARED + ("__init__",))
+    """The spine: repro's top-level modules and packages that are neither shared libraries, papers, nor
+    the drivers and the report beside them."""
+    return sorted({p.stem for p in Path(package_root).glob("*.py") if p.stem != "__init__"}
+                  | {p.name for p in Path(package_root).iterdir() if (p / "__init__.py").is_file()
+                     and p.name not in SHARED + APART + ("papers",)})
 
 
 def experiment_names(root: Path | None = None) -> list[str]:
@@ -184,10 +267,10 @@ def inputs(experiment: str, root: Path | None = None) -> dict[str, str]:
     return dict(declared)
 
 
-def kernel_sources(package_root: Path = PACKAGE_ROOT) -> dict[str, Path]:
-    """Every CUDA C kernel source by stem (src/repro/<paper>/kernels/<stem>.cu); stems are unique."""
+def kernel_sources(papers_root: Path = PAPERS_ROOT) -> dict[str, Path]:
+    """Every CUDA C kernel source by stem (src/repro/papers/<paper>/kernels/<stem>.cu); stems are unique."""
     found: dict[str, Path] = {}
-    for path in sorted(Path(package_root).glob("*/kernels/*.cu")):
+    for path in sorted(Path(papers_root).glob("*/kernels/*.cu")):
         if path.stem in found:
             raise LayoutError(f"{path} and {found[path.stem]} share the stem {path.stem!r}: cubins are named by stem")
         found[path.stem] = path

@@ -1,6 +1,6 @@
 """The machine a number was measured on: host, GPU, driver and package versions, read (never
 set) from /proc, torch and nvidia-smi; and who else computed on the GPU while a run lasted. Every
-record's provenance carries these (:func:`repro.provenance.collect`)."""
+record's provenance carries these (:func:`repro.pipeline.provenance.collect`)."""
 
 from __future__ import annotations
 

@@ -96,3 +96,50 @@ def find(root: Path) -> list[Path]:
     """All record files under root (results/<paper>/<experiment>/record.json)."""
     root = Path(root)
     return sorted(p for p in root.glob(f"*/*/{RECORD_NAME}"))
+
+
+# ---- committed reference runs (results/reference/<gpu>/<paper>/<experiment>/) and a step's inputs --
+DEFAULT_ORDER = ("nvidia-h200",)  # the reference machine whose run a report shows first
+
+
+def find_reference(reference_root: Path, paper: str, experiment: str) -> Path | None:
+    """The reference run folder of paper/experiment, preferring the H200's."""
+    root = Path(reference_root)
+    if not root.is_dir():
+        return None
+    slugs = [s for s in DEFAULT_ORDER if (root / s).is_dir()]
+    slugs += sorted(p.name for p in root.iterdir() if p.is_dir() and p.name not in slugs)
+    for slug in slugs:
+        candidate = root / slug / paper / experiment
+        if (candidate / RECORD_NAME).exists():
+            return candidate
+    return None
+
+
+def input_records(rec: dict, results: Path) -> list[dict] | None:
+    """The records a CPU step read (its inputs that are records), or None when one is not there
+    (input paths are relative to the run's working directory: results/<paper>/<experiment>/..., read
+    here below ``results``, so that a published folder resolves its inputs among its neighbours)."""
+    named = named_input_records(rec, results)
+    return None if named is None else list(named.values())
+
+
+def named_input_records(rec: dict, results: Path) -> dict[str, dict] | None:
+    """:func:`input_records` under their input names (``inputs.<name>``)."""
+    found = {}
+    for name, value in (rec.get("inputs") or {}).items():
+        path = Path(str(value))
+        if path.name != RECORD_NAME:
+            continue
+        if not path.is_absolute():
+            path = Path(results).joinpath(*path.parts[1:]) if path.parts[0] == "results" else Path(results).parent / path
+        if not path.exists():
+            return None
+        found[name] = read(path)
+    return found
+
+
+def input_gpu_name(rec: dict, results: Path) -> str | None:
+    """The GPU (name) whose records a CPU step combined: the one GPU of all its record inputs, or None."""
+    names = {r["provenance"].get("gpu_name") for r in input_records(rec, results) or []}
+    return names.pop() if len(names) == 1 else None

@@ -2,7 +2,7 @@
 (ClickTrain's schedule lengths, COMET's error bounds, and the sparsity levels, matrix sizes and link
 bandwidths to come). One mechanism serves them all:
 
-- the sweep's experiment file names a function, ``sweep: repro.<paper>.<module>:points``, that takes
+- the sweep's experiment file names a function, ``sweep: repro.papers.<paper>.<module>:points``, that takes
   the sweep's params (a dict, at the run's scale) and returns its :class:`Point` s (in a module with
   no heavy imports: the workflow calls it at every start);
 - each point runs its experiment in ``results/<paper>/<sweep>/<point>/`` through the spine's

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from repro.baseline import figures
+from repro.papers.baseline import figures
 from repro.train.arm import TrainParams
-from repro.baseline.experiment import BenchParams, train_cifar, trainer_bench
+from repro.papers.baseline.experiment import BenchParams, train_cifar, trainer_bench
 from repro.data.arrays import DataError
 from conftest import prepared_splits, experiment_cfg
 from repro.experiment import Context, load_entry
@@ -60,7 +60,7 @@ def test_trainer_bench_smoke(tmp_path, prepared, capsys):
 
 @pytest.mark.parametrize("name", ["resnet32", "vgg16", "trainer_bench", "airbench"])
 def test_configs_validate_at_both_scales(name):
-    from repro.run import experiment_params
+    from repro.pipeline.run import experiment_params
 
     cfg = experiment_cfg(f"baseline/{name}")
     assert cfg.paper == "baseline" and cfg.name == name
@@ -71,7 +71,7 @@ def test_configs_validate_at_both_scales(name):
     assert paper.n_train == 0 and smoke.n_train == (2560 if name == "resnet32" else 256)
     assert paper.cuda_graph and not smoke.cuda_graph
     module, _, fn = cfg.figure.partition(":")
-    assert module == "repro.baseline.figures" and hasattr(figures, fn)
+    assert module == "repro.papers.baseline.figures" and hasattr(figures, fn)
 
 
 def test_airbench_smoke_whitens_then_trains(tmp_path, prepared):
@@ -79,7 +79,7 @@ def test_airbench_smoke_whitens_then_trains(tmp_path, prepared):
     from the training images before training, and the airbench options run together."""
     import dataclasses
 
-    from repro.run import experiment_params
+    from repro.pipeline.run import experiment_params
 
     cfg = experiment_cfg("baseline/airbench")
     spec = load_entry(cfg.entry)

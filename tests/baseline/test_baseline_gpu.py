@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from repro.train.arm import TrainParams
-from repro.baseline.experiment import BenchParams, train_cifar, trainer_bench
+from repro.papers.baseline.experiment import BenchParams, train_cifar, trainer_bench
 from conftest import prepared_splits
 from repro.experiment import Context
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from repro import records
-from repro.clicktrain import figures
-from repro.clicktrain.experiment import (ADMMParams, ClickTrainParams, CompareParams, PruneTrainParams,
+from repro.papers.clicktrain import figures
+from repro.papers.clicktrain.experiment import (ADMMParams, ClickTrainParams, CompareParams, PruneTrainParams,
                                          Sparse24Params, admm, clicktrain, compare, load_pruned, phase_epochs,
                                          prunetrain, sparse24)
 from repro.data.arrays import read_split
@@ -146,14 +146,14 @@ def test_arm_figures_render(runs, name, tmp_path):
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in CONFIGS.glob("*.yaml")))
 def test_configs_validate_at_both_scales(name):
-    from repro.run import experiment_params
+    from repro.pipeline.run import experiment_params
 
     cfg = experiment_cfg(f"clicktrain/{name}")
     assert cfg.paper == "clicktrain" and cfg.name == name
     spec = load_entry(cfg.entry)
     paper, smoke = experiment_params(spec, cfg, "paper"), experiment_params(spec, cfg, "smoke")
     module, _, fn = cfg.figure.partition(":")
-    assert module == "repro.clicktrain.figures" and hasattr(figures, fn)
+    assert module == "repro.papers.clicktrain.figures" and hasattr(figures, fn)
     if name.endswith(("clicktrain_compare", "clicktrain_budget", "inference")):
         return  # not training arms (test_budget.py and test_inference.py check theirs)
     vgg = name.startswith("vgg16_")
@@ -175,8 +175,8 @@ def test_prunetrain_regulariser_in_and_out_channels_and_ratio():
     so that the penalty is the requested share of the loss on the first batch."""
     import torch.nn as nn
 
-    from repro.clicktrain.experiment import lasso_for_ratio
-    from repro.clicktrain.masks import ChannelLassoHooks
+    from repro.papers.clicktrain.experiment import lasso_for_ratio
+    from repro.papers.clicktrain.masks import ChannelLassoHooks
     from repro.data.arrays import Split
 
     torch.manual_seed(0)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from conftest import prepared_splits
-from repro.clicktrain.experiment import (ADMMParams, ClickTrainParams, PruneTrainParams, Sparse24Params, admm,
+from repro.papers.clicktrain.experiment import (ADMMParams, ClickTrainParams, PruneTrainParams, Sparse24Params, admm,
                                          clicktrain, prunetrain, sparse24)
 from repro.experiment import Context
 

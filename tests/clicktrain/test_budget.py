@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 
 from repro import layout, records, sweep
-from repro.clicktrain import figures
-from repro.clicktrain.budget import budget, converged_budgets
-from repro.clicktrain.sweep import BudgetParams, as_params, budget_points, point_params
+from repro.papers.clicktrain import figures
+from repro.papers.clicktrain.budget import budget, converged_budgets
+from repro.papers.clicktrain.sweep import BudgetParams, as_params, budget_points, point_params
 from repro.experiment import Context, load_entry
-from repro.run import experiment_params
+from repro.pipeline.run import experiment_params
 
 from conftest import REPO
 

@@ -13,12 +13,12 @@ import torch.nn.functional as F
 
 from conftest import prepared_splits
 from repro import records
-from repro.clicktrain import figures
-from repro.clicktrain.experiment import (ADMMParams, ClickTrainParams, PruneTrainParams, Sparse24Params, admm,
+from repro.papers.clicktrain import figures
+from repro.papers.clicktrain.experiment import (ADMMParams, ClickTrainParams, PruneTrainParams, Sparse24Params, admm,
                                          clicktrain, prunetrain, sparse24)
-from repro.clicktrain.inference import (CompactConv, GemmConv, InferenceParams, channel_support, gemm_weight, im2col,
+from repro.papers.clicktrain.inference import (CompactConv, GemmConv, InferenceParams, channel_support, gemm_weight, im2col,
                                         inference, out_size, sparse24_weight)
-from repro.clicktrain.masks import sparse24_mask
+from repro.papers.clicktrain.masks import sparse24_mask
 from repro.experiment import Context, NeedsGPU
 
 GEOMETRIES = [(3, 1, 1), (3, 2, 1), (1, 1, 0), (1, 2, 0)]  # (kernel, stride, padding)

@@ -8,9 +8,9 @@ import pytest
 import torch
 import torch.nn as nn
 
-from repro.clicktrain.inference import (CompactConv, GemmConv, InferenceParams, _Bench, _network_variants,
+from repro.papers.clicktrain.inference import (CompactConv, GemmConv, InferenceParams, _Bench, _network_variants,
                                         gemm_weight, inference, sparse24_weight)
-from repro.clicktrain.masks import sparse24_mask
+from repro.papers.clicktrain.masks import sparse24_mask
 from repro.experiment import Context
 from repro.models import build_model
 
@@ -99,7 +99,7 @@ def test_inference_experiment_on_the_gpu(tmp_path):
     tolerance of cuDNN, eager and graph rows."""
     from conftest import prepared_splits
     from repro import records
-    from repro.clicktrain.experiment import ClickTrainParams, Sparse24Params, clicktrain, sparse24
+    from repro.papers.clicktrain.experiment import ClickTrainParams, Sparse24Params, clicktrain, sparse24
 
     prepared = prepared_splits(tmp_path, 512, 256)
     small = dict(model="resnet20", batch_size=128, n_train=512, checkpoint=False, cuda_graph=False)

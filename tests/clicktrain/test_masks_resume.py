@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from repro.clicktrain.masks import nm_violations, sparse24_mask
+from repro.papers.clicktrain.masks import nm_violations, sparse24_mask
 from repro.data.synthetic import synthetic_split
 from repro.models import build_model
 from repro.train import TrainConfig, train

@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from repro.clicktrain.masks import ADMMHooks, ClickTrainHooks, conv_costs, nm_violations, sparse24_mask
-from repro.clicktrain.patterns import (codes_to_patterns, dropped_count, kernel_codes, kernel_masks, layer_ratios,
+from repro.papers.clicktrain.masks import ADMMHooks, ClickTrainHooks, conv_costs, nm_violations, sparse24_mask
+from repro.papers.clicktrain.patterns import (codes_to_patterns, dropped_count, kernel_codes, kernel_masks, layer_ratios,
                                        pattern_convs, pattern_violations, project, select_library)
 from repro.models import build_model
 

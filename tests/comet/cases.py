@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from repro.comet import codec
+from repro.papers.comet import codec
 
 
 def boundary_values(eb: float, n: int, seed: int) -> np.ndarray:

@@ -10,8 +10,8 @@ import ctypes
 import pytest
 import torch
 
-from repro.comet import arena, buffers, codec, gpu_codec
-from repro.comet.hooks import CometHooks, EBController, make_hooks
+from repro.papers.comet import arena, buffers, codec, gpu_codec
+from repro.papers.comet.hooks import CometHooks, EBController, make_hooks
 from repro.train.hooks import fast_mode_conflict
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from cases import cases
-from repro.comet import codec
+from repro.papers.comet import codec
 
 CASES = cases()
 

@@ -11,13 +11,13 @@ import pytest
 
 from conftest import prepared_splits, experiment_cfg
 from repro import records
-from repro.comet import figures
-from repro.comet.arms import ArmParams, train_arm
-from repro.comet.compare import CompareParams, compare
-from repro.comet.compressor_bench import BenchParams, compressor_bench
-from repro.comet.max_batch import MaxBatchParams, largest_batch, max_batch
-from repro.comet.step_bench import StepBenchParams, step_bench
-from repro.comet.sz3_reference import SZ3Params, sz3_reference
+from repro.papers.comet import figures
+from repro.papers.comet.arms import ArmParams, train_arm
+from repro.papers.comet.compare import CompareParams, compare
+from repro.papers.comet.compressor_bench import BenchParams, compressor_bench
+from repro.papers.comet.max_batch import MaxBatchParams, largest_batch, max_batch
+from repro.papers.comet.step_bench import StepBenchParams, step_bench
+from repro.papers.comet.sz3_reference import SZ3Params, sz3_reference
 from repro.experiment import Context, load_entry
 
 CONFIGS = Path(__file__).resolve().parents[2] / "config" / "experiment" / "comet"
@@ -158,14 +158,14 @@ def test_bad_method_is_rejected(prepared, tmp_path):
 
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
 def test_configs_validate_at_both_scales(path):
-    from repro.run import experiment_params
+    from repro.pipeline.run import experiment_params
 
     cfg = experiment_cfg(f"comet/{path.stem}")
     assert cfg.paper == "comet" and cfg.name == path.stem
     spec = load_entry(cfg.entry)
     paper, smoke = experiment_params(spec, cfg, "paper"), experiment_params(spec, cfg, "smoke")
     module, _, fn = cfg.figure.partition(":")
-    assert module == "repro.comet.figures" and hasattr(figures, fn)
+    assert module == "repro.papers.comet.figures" and hasattr(figures, fn)
     if isinstance(paper, ArmParams):
         assert paper.epochs == 10 and not paper.cuda_graph and paper.precision == "fp32"
         assert smoke.epochs <= 2 and smoke.n_train <= 256

@@ -19,8 +19,8 @@ torch = pytest.importorskip("torch")
 cupy = pytest.importorskip("cupy")
 
 from cases import cases  # noqa: E402
-from repro.comet import arena, buffers, codec, gpu_codec  # noqa: E402
-from repro.comet.hooks import make_hooks  # noqa: E402
+from repro.papers.comet import arena, buffers, codec, gpu_codec  # noqa: E402
+from repro.papers.comet.hooks import make_hooks  # noqa: E402
 from conftest import built_kernels  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -277,7 +277,7 @@ def test_eb_zero_hooks_give_identical_gradients_on_gpu(kernels_dir):
 
 
 def test_compressor_bench_smoke_on_gpu(kernels_dir, tmp_path):
-    from repro.comet.compressor_bench import BenchParams, compressor_bench
+    from repro.papers.comet.compressor_bench import BenchParams, compressor_bench
     from repro.experiment import Context
 
     result = compressor_bench(BenchParams(size_mib=64, ebs=[0.05], repeats=3, check_mib=8,
@@ -385,7 +385,7 @@ def test_train_step_with_arena_hooks_runs_as_a_cuda_graph(kernels_dir):
 
 
 def test_step_bench_smoke_on_gpu(kernels_dir, tmp_path):
-    from repro.comet.step_bench import StepBenchParams, step_bench
+    from repro.papers.comet.step_bench import StepBenchParams, step_bench
     from repro.experiment import Context
 
     p = StepBenchParams(model="resnet20", model_kw={"width": 4}, batch_size=32, methods=["none", "fixed"],

@@ -12,13 +12,13 @@ import pytest
 
 from conftest import REPO
 from repro import layout, records, sweep
-from repro.comet import figures
-from repro.comet.eb_sweep import eb_sweep
-from repro.comet.arms import ArmParams
-from repro.comet.compare import CompareParams, compare
-from repro.comet.sweep import EbSweepParams, SweptArm, arm_points, as_params, point_name, point_params, value_tag
+from repro.papers.comet import figures
+from repro.papers.comet.eb_sweep import eb_sweep
+from repro.papers.comet.arms import ArmParams
+from repro.papers.comet.compare import CompareParams, compare
+from repro.papers.comet.sweep import EbSweepParams, SweptArm, arm_points, as_params, point_name, point_params, value_tag
 from repro.experiment import Context, load_entry
-from repro.run import experiment_params
+from repro.pipeline.run import experiment_params
 
 SWEEP = "comet/comet_eb_sweep"
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from repro.comet.hooks import (ActNNHooks, CometHooks, EBController, SavedTensorAccounting, dense_flat, make_hooks,
+from repro.papers.comet.hooks import (ActNNHooks, CometHooks, EBController, SavedTensorAccounting, dense_flat, make_hooks,
                                restore)
 from repro.models import build_model
 from repro.train import TrainHooks

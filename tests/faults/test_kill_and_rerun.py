@@ -32,9 +32,9 @@ KERNEL = "tsm2l"  # one kernel build (nvcc-missing here: the step still runs and
 FIGURE = "results/figures/baseline/vgg16.png"  # data prep -> cifar10 -> baseline/vgg16 (2 epochs) -> figure
 TARGETS = [f"results/build/kernels/{KERNEL}.json", FIGURE]
 URI = "sqlite:///results/mlflow.db"
-INGEST = [sys.executable, "-m", "repro.tracking", "--results", "results", "--uri", URI,
+INGEST = [sys.executable, "-m", "repro.pipeline.tracking", "--results", "results", "--uri", URI,
           "--out", "results/mlflow/ingested.json"]
-REPORT = [sys.executable, "-m", "repro.claims", "--ledger", "config/claims", "--results", "results",
+REPORT = [sys.executable, "-m", "repro.report", "--ledger", "config/claims", "--results", "results",
           "--reference", "results/reference", "--figures", FIGURE, "--out", "results/claims"]
 
 # (point, the command that reaches it, its targets): the order in which the killed slice dies, one
@@ -195,7 +195,7 @@ def test_report_equals_an_uninterrupted_runs(slices):
     values of timing claims; the other report files whole."""
     import pandas as pd
 
-    from repro.claims import load_ledger
+    from repro.report.claims import load_ledger
 
     clean, killed, _ = slices
     a, b = (pd.read_csv(w / "results" / "claims" / "claims.csv") for w in (clean, killed))

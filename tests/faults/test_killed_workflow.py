@@ -1,5 +1,5 @@
 """A killed Snakemake's jobs stop (issue 19, item 8): ``kill -9`` of a real snakemake run, and the
-job it started (watching it through repro.watchdog, as repro.run and repro.tracking do) ends
+job it started (watching it through repro.pipeline.watchdog, as repro.pipeline.run and repro.pipeline.tracking do) ends
 within seconds instead of running on as an orphan beside a rerun's."""
 
 import os
@@ -15,12 +15,12 @@ from conftest import REPO
 SNAKEFILE = """
 import sys
 sys.path.insert(0, {src!r})
-from repro import watchdog
+from repro.pipeline import watchdog
 watchdog.export_workflow_pid()  # as workflow/rules/common.smk does
 
 rule job:
     output: "done.txt"
-    shell: "{python} -c 'import os, time; from repro import watchdog; watchdog.start({watch}); "
+    shell: "{python} -c 'import os, time; from repro.pipeline import watchdog; watchdog.start({watch}); "
            "open(\\"job.pid\\", \\"w\\").write(str(os.getpid())); time.sleep(120)' && touch {{output}}"
 """
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from repro.gpucache import edge_kernels, partition, schedule, taskgraph
-from repro.gpucache.taskgraph import InputSpec
+from repro.papers.gpucache import edge_kernels, partition, schedule, taskgraph
+from repro.papers.gpucache.taskgraph import InputSpec
 
 
 def spmv_case(seed=0):
@@ -53,7 +53,7 @@ def test_flux_conserves_and_pair_forces_cancel():
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
 def test_cuda_source_compiles(tmp_path):
-    from repro.build_kernels import build, sources
+    from repro.kernels.build import build, sources
 
     src = [s for s in sources() if s.stem == edge_kernels.CUBIN]
     manifest = build(tmp_path, srcs=src)
@@ -66,7 +66,7 @@ def test_cuda_source_compiles(tmp_path):
                                   InputSpec("n", "nbody", 20000, "pair")])
 @pytest.mark.parametrize("method", ["default", "edge"])
 def test_cuda_kernels_equal_twin(spec, method, tmp_path):
-    from repro.build_kernels import build, sources
+    from repro.kernels.build import build, sources
 
     build(tmp_path, srcs=[s for s in sources() if s.stem == edge_kernels.CUBIN])
     g = taskgraph.build(spec)
@@ -123,7 +123,7 @@ def test_width_only_for_spmm():
 @pytest.mark.parametrize("width", [4, 16])
 @pytest.mark.parametrize("method", ["default", "edge"])
 def test_cuda_spmm_equals_twin(width, method, tmp_path):
-    from repro.build_kernels import build, sources
+    from repro.kernels.build import build, sources
 
     build(tmp_path, srcs=[s for s in sources() if s.stem == edge_kernels.CUBIN])
     g = taskgraph.build(InputSpec("m", "mesh2d", 201, "spmm", width=width))

@@ -24,9 +24,9 @@ def write_tables(out: Path, result):
 
 
 def test_model_experiment_and_figure(tmp_path):
-    from repro.gpucache import figures
+    from repro.papers.gpucache import figures
 
-    spec, p = params("repro.gpucache.experiment:model", inputs=TINY, tasks_per_block=128,
+    spec, p = params("repro.papers.gpucache.experiment:model", inputs=TINY, tasks_per_block=128,
                      timing_input={"name": "t", "graph": "mesh2d", "size": 60})
     result = spec(p, Context(out_dir=tmp_path))
     df = result.tables["partitions"]
@@ -39,10 +39,10 @@ def test_model_experiment_and_figure(tmp_path):
 
 
 def test_reorder_experiment_on_cpu_and_figure(tmp_path):
-    from repro.gpucache import figures
+    from repro.papers.gpucache import figures
 
     wide = {"name": "wide", "graph": "mesh2d", "size": 30, "kernel": "spmm", "width": 8}  # 900 x 2 x 32 B
-    spec, p = params("repro.gpucache.experiment:reorder", inputs=TINY + [wide], tasks_per_block=128, repeats=2,
+    spec, p = params("repro.papers.gpucache.experiment:reorder", inputs=TINY + [wide], tasks_per_block=128, repeats=2,
                      partitioners=["default", "edge", "hypergraph"], hypergraph_max_tasks=5000, cache_bytes=50_000)
     result = spec(p, Context(out_dir=tmp_path, device="cpu"))
     df = result.tables["runs"]
@@ -60,16 +60,16 @@ def test_reorder_experiment_on_cpu_and_figure(tmp_path):
 
 
 def test_bad_parameters_fail_before_work(tmp_path):
-    spec, p = params("repro.gpucache.experiment:reorder", inputs=TINY, partitioners=["default", "metis"])
+    spec, p = params("repro.papers.gpucache.experiment:reorder", inputs=TINY, partitioners=["default", "metis"])
     with pytest.raises(ValueError, match="partitioners: unknown 'metis'"):
         spec(p, Context(out_dir=tmp_path))
-    spec, p = params("repro.gpucache.experiment:model", inputs=[TINY[0], TINY[0]])
+    spec, p = params("repro.papers.gpucache.experiment:model", inputs=[TINY[0], TINY[0]])
     with pytest.raises(ValueError, match="names must be unique"):
         spec(p, Context(out_dir=tmp_path))
 
 
 def test_paper_and_smoke_configs_are_valid_and_large_inputs_exceed_twice_the_l2():
-    from repro.gpucache import experiment, taskgraph
+    from repro.papers.gpucache import experiment, taskgraph
 
     raw = OmegaConf.load(Path(__file__).parents[2] / "config/experiment/gpucache/reorder.yaml")
     for scale in ("params", "smoke"):
@@ -84,7 +84,7 @@ def test_paper_and_smoke_configs_are_valid_and_large_inputs_exceed_twice_the_l2(
 
 
 def test_bad_width_in_config_fails_before_work(tmp_path):
-    spec, p = params("repro.gpucache.experiment:reorder",
+    spec, p = params("repro.papers.gpucache.experiment:reorder",
                      inputs=[{"name": "w", "graph": "mesh2d", "size": 30, "kernel": "spmm", "width": 10}])
     with pytest.raises(ValueError, match=r"inputs\[w\].width: .*multiple of 4.*got 10"):
         spec(p, Context(out_dir=tmp_path))

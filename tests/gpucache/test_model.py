@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from repro.gpucache import cache_model, partition, schedule, taskgraph
-from repro.gpucache.partition import Partition
-from repro.gpucache.taskgraph import GraphError, InputSpec, TaskGraph
+from repro.papers.gpucache import cache_model, partition, schedule, taskgraph
+from repro.papers.gpucache.partition import Partition
+from repro.papers.gpucache.taskgraph import GraphError, InputSpec, TaskGraph
 
 
 def graph(n, pairs, name="g"):

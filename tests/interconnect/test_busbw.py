@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from repro.interconnect.busbw import COLLECTIVES, algbw, bus_factor, busbw
+from repro.papers.interconnect.busbw import COLLECTIVES, algbw, bus_factor, busbw
 
 
 @pytest.mark.parametrize("op, n, factor", [

@@ -11,16 +11,16 @@ import pytest
 
 from repro import layout
 from repro.experiment import Context, load_entry
-from repro.interconnect import figures
-from repro.interconnect.collectives import iterations
-from repro.interconnect.experiment import CollectiveParams
-from repro.interconnect.p2p import sizes
+from repro.papers.interconnect import figures
+from repro.papers.interconnect.collectives import iterations
+from repro.papers.interconnect.experiment import CollectiveParams
+from repro.papers.interconnect.p2p import sizes
 
 CONFIGS = Path(__file__).resolve().parents[2] / "config" / "experiment" / "interconnect"
 
 
 def test_collectives_on_two_gloo_processes(tmp_path):
-    spec = load_entry("repro.interconnect.experiment:collectives")
+    spec = load_entry("repro.papers.interconnect.experiment:collectives")
     p = CollectiveParams(sizes_bytes=[8, 3000], warmup=1, min_iters=2, max_iters=3, timeout_s=200)
     r = spec(p, Context(out_dir=tmp_path, device="cpu"))
     df = r.tables["points"]
@@ -37,13 +37,13 @@ def test_collectives_on_two_gloo_processes(tmp_path):
 
 
 def test_unknown_collective(tmp_path):
-    spec = load_entry("repro.interconnect.experiment:collectives")
+    spec = load_entry("repro.papers.interconnect.experiment:collectives")
     with pytest.raises(ValueError, match="unknown collective"):
         spec(CollectiveParams(ops=["gather"], sizes_bytes=[8]), Context(out_dir=tmp_path, device="cpu"))
 
 
 def test_one_cpu_process_is_refused(tmp_path):
-    spec = load_entry("repro.interconnect.experiment:collectives")
+    spec = load_entry("repro.papers.interconnect.experiment:collectives")
     with pytest.raises(ValueError, match="at least 2 ranks"):
         spec(CollectiveParams(cpu_processes=1), Context(out_dir=tmp_path, device="cpu"))
 
@@ -96,9 +96,9 @@ def test_p2p_and_host_device_figures(tmp_path):
 
 @pytest.mark.skipif(__import__("shutil").which("nvcc") is None, reason="needs nvcc")
 def test_copy_kernels_compile(tmp_path):
-    from repro.build_kernels import build
+    from repro.kernels.build import build
 
-    src = Path(__file__).resolve().parents[2] / "src" / "repro" / "interconnect" / "kernels" / "gpuic_copy.cu"
+    src = Path(__file__).resolve().parents[2] / "src" / "repro" / "papers" / "interconnect" / "kernels" / "gpuic_copy.cu"
     manifest = build(tmp_path, srcs=[src])
     assert manifest["status"] == "built" and manifest["kernels"]["gpuic_copy"]["entries"] == 2
 
@@ -119,8 +119,8 @@ def _fake_p2p_points(devices, p, kernels_dir, log):
 
 
 def test_p2p_metrics_from_measured_points(tmp_path, monkeypatch):
-    from repro.interconnect import experiment as ex
-    from repro.interconnect import topology
+    from repro.papers.interconnect import experiment as ex
+    from repro.papers.interconnect import topology
 
     from test_topology import TWO_NV18
 
@@ -143,7 +143,7 @@ def test_p2p_metrics_from_measured_points(tmp_path, monkeypatch):
 
 
 def test_p2p_refuses_one_gpu(tmp_path, monkeypatch):
-    from repro.interconnect import experiment as ex
+    from repro.papers.interconnect import experiment as ex
 
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)

@@ -14,14 +14,14 @@ torch = pytest.importorskip("torch")
 
 from repro import kernels  # noqa: E402
 from repro.experiment import Context  # noqa: E402
-from repro.interconnect import p2p  # noqa: E402
-from repro.interconnect.experiment import (CollectiveParams, HostDeviceParams, P2PParams, collectives,  # noqa: E402
+from repro.papers.interconnect import p2p  # noqa: E402
+from repro.papers.interconnect.experiment import (CollectiveParams, HostDeviceParams, P2PParams, collectives,  # noqa: E402
                                            host_device)
-from repro.interconnect.experiment import p2p as p2p_experiment  # noqa: E402
+from repro.papers.interconnect.experiment import p2p as p2p_experiment  # noqa: E402
 from conftest import built_kernels  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-KERNELS = Path(__file__).resolve().parents[2] / "src" / "repro" / "interconnect" / "kernels"
+KERNELS = Path(__file__).resolve().parents[2] / "src" / "repro" / "papers" / "interconnect" / "kernels"
 two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
 LOG = logging.getLogger("test")
 

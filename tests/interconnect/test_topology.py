@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from repro.interconnect import topology as T
+from repro.papers.interconnect import topology as T
 
 TWO_NV18 = ("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
             "GPU0\t X \tNV18\t0-47\t0\t\tN/A\n"

@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from repro.experiment import Context, load_entry
-from repro.oovr import frame, model, plans
-from repro.oovr.experiment import OOVRParams
+from repro.papers.oovr import frame, model, plans
+from repro.papers.oovr.experiment import OOVRParams
 from repro.sim.curves import crossing
-from repro.oovr.scenes import SceneSpec, generate
-from repro.oovr.system import ARMS, ASSUMED, SOURCES, SystemParams
+from repro.papers.oovr.scenes import SceneSpec, generate
+from repro.papers.oovr.system import ARMS, ASSUMED, SOURCES, SystemParams
 from repro.sim.params import ParamError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -129,7 +129,7 @@ def test_bad_parameters_fail_at_start_with_the_key(change, key, tmp_path):
         setattr(p, field, dataclasses.replace(p.system, **value) if field == "system" else value)
     for entry in ("scenes", "link_sweep", "sensitivity_screen"):
         with pytest.raises(ParamError, match=re.escape(key)):
-            load_entry(f"repro.oovr.experiment:{entry}")(p, Context(out_dir=tmp_path))
+            load_entry(f"repro.papers.oovr.experiment:{entry}")(p, Context(out_dir=tmp_path))
 
 
 def test_bad_scene_parameter_names_the_scene():

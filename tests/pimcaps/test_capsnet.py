@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from repro.pimcaps.capsnet import CONFIGS, CapsConfig, CapsNet, dynamic_routing, predictions, routing_procedure, squash
+from repro.papers.pimcaps.capsnet import CONFIGS, CapsConfig, CapsNet, dynamic_routing, predictions, routing_procedure, squash
 
 
 def routing_by_loops(u_hat: np.ndarray, iterations: int) -> np.ndarray:
@@ -51,7 +51,7 @@ def test_squash_keeps_direction_and_bounds_length():
 
 
 def test_characterisation_rows_on_cpu():
-    from repro.pimcaps.characterise import characterise
+    from repro.papers.pimcaps.characterise import characterise
 
     cfg = CapsConfig("tiny", 1, 20, conv_channels=8, types=4, classes=3, class_dim=4)
     rows = characterise(cfg, 2, "cpu", repeats=1, compiled=False, power_seconds=0, gpu_uuid=None, seed=0)
@@ -72,7 +72,7 @@ def test_compiled_routing_equals_eager():
 
 @pytest.mark.gpu
 def test_characterisation_on_gpu_counts_kernels_and_power():
-    from repro.pimcaps.characterise import characterise
+    from repro.papers.pimcaps.characterise import characterise
     from repro.machine import device_uuid
 
     rows = characterise(CONFIGS["mnist"], 8, "cuda", repeats=3, compiled=True, power_seconds=0.5,

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from repro.experiment import Context
-from repro.pimcaps import experiment, pim_model
-from repro.pimcaps.pim_model import HMCParams, Workload
+from repro.papers.pimcaps import experiment, pim_model
+from repro.papers.pimcaps.pim_model import HMCParams, Workload
 
 
 def test_routing_steps_by_hand():
@@ -77,7 +77,7 @@ def test_model_refuses_a_missing_input_or_bad_parameter(tmp_path):
 
 
 def test_characterise_and_model_on_cpu_with_figures(tmp_path):
-    from repro.pimcaps import figures
+    from repro.papers.pimcaps import figures
 
     result = experiment.characterise(experiment.CharacteriseParams(configs=["svhn"], batches=[1, 2], repeats=1,
                                                                    compiled=False), Context(out_dir=tmp_path))

@@ -10,13 +10,13 @@ import pytest
 import yaml
 
 from repro.experiment import Context, load_entry
-from repro.qvr import model, pipeline
-from repro.qvr.controller import Controller, costs
-from repro.qvr.experiment import QVRParams
+from repro.papers.qvr import model, pipeline
+from repro.papers.qvr.controller import Controller, costs
+from repro.papers.qvr.experiment import QVRParams
 from repro.sim.curves import crossing
-from repro.qvr.foveation import layers
-from repro.qvr.system import ASSUMED, SOURCES, SystemParams
-from repro.qvr.workload import GameSpec
+from repro.papers.qvr.foveation import layers
+from repro.papers.qvr.system import ASSUMED, SOURCES, SystemParams
+from repro.papers.qvr.workload import GameSpec
 from repro.sim.network import NetworkProfile, make_trace
 from repro.sim.params import ParamError
 
@@ -113,7 +113,7 @@ def test_bad_parameters_fail_at_start_with_the_key(change, key, tmp_path):
         setattr(p, field, dataclasses.replace(p.system, **value) if field == "system" else value)
     for entry in ("traces", "bandwidth_sweep", "sensitivity_screen"):
         with pytest.raises(ParamError, match=re.escape(key)):
-            load_entry(f"repro.qvr.experiment:{entry}")(p, Context(out_dir=tmp_path))
+            load_entry(f"repro.papers.qvr.experiment:{entry}")(p, Context(out_dir=tmp_path))
 
 
 def test_rising_crossing():

@@ -15,7 +15,8 @@ import pytest
 
 import real_services
 from conftest import REPO
-from repro import browser, layout
+from repro import layout
+from repro.report import browser
 
 SHOTS = REPO / "results" / "tests" / "screenshots"
 SETTLE_MS = 15000  # virtual time for the MLflow UI's scripts and fetches (without it: a spinner)
@@ -90,7 +91,7 @@ def test_mlflow_ui_shows_every_experiment_and_run(mlflow_ui):
 
 
 def test_claims_report_shows_every_claim_and_experiment(smoke):
-    from repro.claims import load_ledger
+    from repro.report.claims import load_ledger
 
     report = smoke / "results" / "claims" / "report.html"
     dom = browser.dump_dom(report)

@@ -83,7 +83,7 @@ def test_tests_pass_inside_the_image(image):
 def test_a_smoke_experiment_runs_inside_the_image(image):
     out = REPO / "results" / "container" / "ceilings"
     shutil.rmtree(out, ignore_errors=True)
-    proc = _podman_run(image, "python", "-m", "repro.run", "experiment=ceilings/ceilings", "scale=smoke",
+    proc = _podman_run(image, "python", "-m", "repro.pipeline.run", "experiment=ceilings/ceilings", "scale=smoke",
                        "out=/out/ceilings", "hydra.run.dir=/tmp/hydra")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     record = json.loads((out / "record.json").read_text())

@@ -47,7 +47,7 @@ def _results(root, paper):
 
 def _ingest(results, uri, out):
     """The mlflow rule's command."""
-    proc = subprocess.run([sys.executable, "-m", "repro.tracking", "--results", str(results), "--uri", uri,
+    proc = subprocess.run([sys.executable, "-m", "repro.pipeline.tracking", "--results", str(results), "--uri", uri,
                            "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(out.read_text())

@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from repro import layout
 from repro.experiment import Context, load_entry
-from repro.scale import param_layers
+from repro.pipeline.scale import param_layers
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,7 +36,7 @@ def check_claims(paper: str, tmp_path: Path) -> None:
     condition reads a metric its experiment (run at smoke scale) writes."""
     import yaml
 
-    from repro.claims import CLAIM_FIELDS
+    from repro.report.claims import CLAIM_FIELDS
 
     claims = yaml.safe_load((REPO / "config" / "claims" / f"{paper}.yaml").read_text())["claims"]
     assert [c["id"] for c in claims] == [paper]

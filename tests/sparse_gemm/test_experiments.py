@@ -17,8 +17,8 @@ from conftest import prepared_splits
 from repro import records
 from repro import layout
 from repro.experiment import Context, load_entry
-from repro.sparse_gemm import arms, figures
-from repro.sparse_gemm.bench import METHODS, BenchParams, validate
+from repro.papers.sparse_gemm import arms, figures
+from repro.papers.sparse_gemm.bench import METHODS, BenchParams, validate
 
 CONFIGS = Path(__file__).resolve().parents[2] / "config" / "experiment" / "sparse_gemm"
 
@@ -129,7 +129,7 @@ def test_schedule_ramps_to_the_target():
 
 def test_layout_hooks_state_round_trip():
     from repro.models import build_model
-    from repro.sparse_gemm import patterns
+    from repro.papers.sparse_gemm import patterns
 
     model = build_model("cifar_resnet", depth=8, width=4)
     names, classifier = arms.pruned_layers(model)

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from repro.sparse_gemm import interpreter, patterns
-from repro.sparse_gemm.packing import expand, pack
-from repro.sparse_gemm.tuner import tolerance
+from repro.papers.sparse_gemm import interpreter, patterns
+from repro.papers.sparse_gemm.packing import expand, pack
+from repro.papers.sparse_gemm.tuner import tolerance
 
-gg = pytest.importorskip("repro.sparse_gemm.gather_gemm", reason="needs triton")
+gg = pytest.importorskip("repro.papers.sparse_gemm.gather_gemm", reason="needs triton")
 
 GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 SMALL = gg.Config(bm=32, bk=32, warps=4, stages=1)
@@ -99,8 +99,8 @@ def test_gpu_matches_reference_at_full_shapes(pattern, width, dtype, m, k, n):
 @pytest.mark.gpu
 @GPU
 def test_gpu_tvw_on_cusparselt_matches_reference():
-    from repro.sparse_gemm import semi_structured
-    from repro.sparse_gemm.packing import unpack
+    from repro.papers.sparse_gemm import semi_structured
+    from repro.papers.sparse_gemm.packing import unpack
 
     w = torch.randn(4096, 3072, device="cuda")
     layout = patterns.tvw({"w": w.abs().cpu()}, 0.75, tile=128)["w"]

@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from repro.sparse_gemm import patterns
-from repro.sparse_gemm.packing import expand, pack, unpack
+from repro.papers.sparse_gemm import patterns
+from repro.papers.sparse_gemm.packing import expand, pack, unpack
 
 
 def _scores(seed=0, shapes=((70, 150), (27, 64), (96, 10))):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from repro.sparse_gemm.tuner import CACHE_VERSION, Tuner, shape_key, tolerance
+from repro.papers.sparse_gemm.tuner import CACHE_VERSION, Tuner, shape_key, tolerance
 
 
 class Cfg:

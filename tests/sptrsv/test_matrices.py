@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from repro.sptrsv import matrices as M
-from repro.sptrsv import schedule
+from repro.papers.sptrsv import matrices as M
+from repro.papers.sptrsv import schedule
 
 
 def ic0_reference(A: sp.csr_matrix) -> np.ndarray:

@@ -8,8 +8,8 @@ import pytest
 import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve_triangular
 
-from repro.sptrsv import matrices as M
-from repro.sptrsv import schedule
+from repro.papers.sptrsv import matrices as M
+from repro.papers.sptrsv import schedule
 
 CASES = {
     "poisson2d": lambda: M.poisson((25, 18)),

@@ -13,20 +13,20 @@ import yaml
 from scipy.sparse.linalg import spsolve_triangular
 
 from repro import layout
-from repro.build_kernels import build
+from repro.kernels.build import build
 from repro.experiment import Context, load_entry
-from repro.sptrsv import matrices as M
-from repro.sptrsv import multi, schedule
-from repro.sptrsv.bench import geomean, summarize
-from repro.sptrsv.experiment import EmulationParams, MultiGPUParams, SingleGPUParams
+from repro.papers.sptrsv import matrices as M
+from repro.papers.sptrsv import multi, schedule
+from repro.papers.sptrsv.bench import geomean, summarize
+from repro.papers.sptrsv.experiment import EmulationParams, MultiGPUParams, SingleGPUParams
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "config" / "experiment" / "sptrsv"
-KERNELS = ROOT / "src" / "repro" / "sptrsv" / "kernels"
+KERNELS = ROOT / "src" / "repro" / "papers" / "sptrsv" / "kernels"
 
 
 def test_emulation_smoke(tmp_path):
-    spec = load_entry("repro.sptrsv.experiment:emulation")
+    spec = load_entry("repro.papers.sptrsv.experiment:emulation")
     p = EmulationParams(matrices=[{"name": "p", "kind": "poisson", "shape": [12, 9]},
                                   {"name": "g", "kind": "gallery", "example": "knot"}], virtual_gpus=[2, 3])
     r = spec(p, Context(out_dir=tmp_path, seed=3))
@@ -82,7 +82,7 @@ def test_wrong_gpu_count(k, visible, match):
 def test_multi_gpu_refuses_one_gpu_before_work(tmp_path, monkeypatch):
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    spec = load_entry("repro.sptrsv.experiment:multi_gpu")
+    spec = load_entry("repro.papers.sptrsv.experiment:multi_gpu")
     with pytest.raises(ValueError, match="at least 2 GPU"):
         spec(MultiGPUParams(), Context(out_dir=tmp_path, gpus=1))
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
@@ -91,7 +91,7 @@ def test_multi_gpu_refuses_one_gpu_before_work(tmp_path, monkeypatch):
 
 
 def test_single_gpu_needs_cusparse(tmp_path):
-    spec = load_entry("repro.sptrsv.experiment:single_gpu")
+    spec = load_entry("repro.papers.sptrsv.experiment:single_gpu")
     with pytest.raises(ValueError, match="must include cusparse"):
         spec(SingleGPUParams(methods=["levelset"]), Context(out_dir=tmp_path))
 
@@ -124,9 +124,9 @@ def _points(tmp_path, name, df):
 
 
 def test_figures_draw(tmp_path):
-    from repro.sptrsv import figures
+    from repro.papers.sptrsv import figures
 
-    spec = load_entry("repro.sptrsv.experiment:emulation")
+    spec = load_entry("repro.papers.sptrsv.experiment:emulation")
     r = spec(EmulationParams(matrices=[{"name": "p", "kind": "poisson", "shape": [6, 5]}], virtual_gpus=[2]),
              Context(out_dir=tmp_path))
     assert figures.emulation(_points(tmp_path, "em", r.tables["points"])).axes
@@ -146,7 +146,7 @@ def test_multi_gpu_metrics_from_both_designs(tmp_path, monkeypatch):
             s.build().shape[0]), lower=True)} for s, seed in zip(specs, seeds)])
     monkeypatch.setattr(multi, "unified_memory", lambda L, b, k, **kw: {"solve_s": 0.004 if L.shape[0] > 200 else 0.002,
                                                                        "backward": 1e-16})
-    import repro.sptrsv.experiment as ex
+    import repro.papers.sptrsv.experiment as ex
 
     monkeypatch.setattr(ex, "_gpu_name", lambda: "fake")
     p = MultiGPUParams(scaling=[2], matrices=[{"name": "p", "kind": "poisson", "shape": [20, 20]},

@@ -17,14 +17,14 @@ cupy = pytest.importorskip("cupy")
 torch = pytest.importorskip("torch")
 
 from repro.experiment import Context  # noqa: E402
-from repro.sptrsv import matrices as M  # noqa: E402
-from repro.sptrsv import multi  # noqa: E402
-from repro.sptrsv.experiment import MultiGPUParams, SingleGPUParams, multi_gpu, single_gpu  # noqa: E402
-from repro.sptrsv.solve import solvers, upload  # noqa: E402
+from repro.papers.sptrsv import matrices as M  # noqa: E402
+from repro.papers.sptrsv import multi  # noqa: E402
+from repro.papers.sptrsv.experiment import MultiGPUParams, SingleGPUParams, multi_gpu, single_gpu  # noqa: E402
+from repro.papers.sptrsv.solve import solvers, upload  # noqa: E402
 from conftest import built_kernels  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-KERNELS = Path(__file__).resolve().parents[2] / "src" / "repro" / "sptrsv" / "kernels"
+KERNELS = Path(__file__).resolve().parents[2] / "src" / "repro" / "papers" / "sptrsv" / "kernels"
 CASES = {"poisson2d": lambda: M.poisson((90, 70)), "poisson3d_ilu0": lambda: M.poisson((20, 18, 16), "ilu0"),
          "powerlaw": lambda: M.powerlaw(60000, seed=1, min_offset=40), "banded": lambda: M.banded(8000),
          "bar": lambda: M.gallery("bar"), "chain": lambda: M.gallery("knot")}
@@ -56,7 +56,7 @@ def test_every_solver_matches_scipy(case, kernels_dir):
 
 @pytest.mark.parametrize("variant", ["warp", "thread", "levels"])
 def test_a_stalled_solve_ends_with_an_error(variant, kernels_dir, monkeypatch):
-    from repro.sptrsv import solve
+    from repro.papers.sptrsv import solve
 
     monkeypatch.setattr(solve, "SPIN_LIMIT_CYCLES", 10**6)
     L = M.poisson((30, 20))

@@ -13,10 +13,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from repro.models import build_model
-from repro.superneurons.liveness import _signature, frozen_batchnorm_stats, mutates_input
-from repro.superneurons.runtime import RuntimeConfig, SuperNeuronsModel, make_plan
-from repro.superneurons.sgd_in_backward import SGDInBackward
-from repro.superneurons.tensor_pool import TensorPool
+from repro.papers.superneurons.liveness import _signature, frozen_batchnorm_stats, mutates_input
+from repro.papers.superneurons.runtime import RuntimeConfig, SuperNeuronsModel, make_plan
+from repro.papers.superneurons.sgd_in_backward import SGDInBackward
+from repro.papers.superneurons.tensor_pool import TensorPool
 
 # name -> (model name, builder kwargs, image size); AlexNet keeps its dropout and LRN (10 classes)
 TINY = {

@@ -15,9 +15,9 @@ import torch.nn.functional as F
 
 from any_models import ANY, any_model, loss_fn
 from sn_helpers import max_rel_diff
-from repro.superneurons.liveness import UnsupportedModel, profile_units
-from repro.superneurons.runtime import RuntimeConfig, SuperNeuronsHooks, SuperNeuronsModel
-from repro.superneurons.units import find_units, trace
+from repro.papers.superneurons.liveness import UnsupportedModel, profile_units
+from repro.papers.superneurons.runtime import RuntimeConfig, SuperNeuronsHooks, SuperNeuronsModel
+from repro.papers.superneurons.units import find_units, trace
 
 CONFIGS = {
     "speed": RuntimeConfig(recompute="all", strategy="speed", pool=True, pool_budget_bytes=0),

@@ -9,14 +9,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from repro import claims, records
+from repro import records
+from repro.report import claims
 from repro.experiment import Context
 from repro.layout import config_dir
-from repro.superneurons.arms import Arm, Optim
-from repro.superneurons.experiment import DEPTH_FAMILIES, DepthParams, depth
-from repro.superneurons.figures import depth as depth_figure
-from repro.superneurons.liveness import profile_units
-from repro.superneurons.probe import ProbeSpec, run_probe
+from repro.papers.superneurons.arms import Arm, Optim
+from repro.papers.superneurons.experiment import DEPTH_FAMILIES, DepthParams, depth
+from repro.papers.superneurons.figures import depth as depth_figure
+from repro.papers.superneurons.liveness import profile_units
+from repro.papers.superneurons.probe import ProbeSpec, run_probe
 
 ARMS = ["plain", "checkpoint", "save_on_cpu", "sac", "amb_0.5", "ours"]
 VIT_KW = dict(image_size=16, patch=4, width=16, heads=2, mlp=32)

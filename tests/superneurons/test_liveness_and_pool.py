@@ -10,9 +10,9 @@ import torch
 import torch.nn as nn
 
 from sn_helpers import tiny
-from repro.superneurons.liveness import (flatten_units, largest_working_set, plain_dynamic_estimate,
+from repro.papers.superneurons.liveness import (flatten_units, largest_working_set, plain_dynamic_estimate,
                                          profile_units)
-from repro.superneurons.tensor_pool import TensorPool
+from repro.papers.superneurons.tensor_pool import TensorPool
 
 
 def test_profile_sizes_of_a_conv_layer():
@@ -88,7 +88,7 @@ def test_pool_refuses_negative_budget():
 def test_storable_keeps_a_saved_tensors_strides():
     """The pool stores a saved tensor in the layout it was saved in: on the H200, making a batch-first
     LSTM output or a transposed bf16 weight contiguous gave gradients 0.45 off plain autograd."""
-    from repro.superneurons.tensor_pool import storable
+    from repro.papers.superneurons.tensor_pool import storable
     dense = [torch.randn(64, 8, 256).transpose(0, 1), torch.randn(100, 128).t(),
              torch.randn(4, 3, 5, 5).to(memory_format=torch.channels_last), torch.randn(6, 7)]
     for t in dense:
@@ -103,7 +103,7 @@ def test_module_buffers_and_parameters_stay_out_of_the_pool():
     """Batch-norm running statistics are saved by batch_norm and updated in place by it: the pool must not
     hold copies of them (nor of parameters); only activations go in."""
     from any_models import any_model
-    from repro.superneurons.runtime import RuntimeConfig, SuperNeuronsModel
+    from repro.papers.superneurons.runtime import RuntimeConfig, SuperNeuronsModel
     model, x, y = any_model("tv_resnet")
     wrapped = SuperNeuronsModel(model, RuntimeConfig(recompute="off", pool=True, pool_budget_bytes=0,
                                                      min_offload_bytes=0))

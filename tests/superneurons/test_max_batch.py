@@ -12,10 +12,10 @@ from repro import records
 from repro.experiment import Context, load_entry
 from repro.figures import draw
 from repro.models import build_model
-from repro.superneurons import experiment as ex
-from repro.superneurons.arms import Arm, Optim, unsupported
-from repro.superneurons.experiment import PAPER_NETWORKS, MaxBatchParams, max_batch, search_largest
-from repro.superneurons.liveness import flatten_units
+from repro.papers.superneurons import experiment as ex
+from repro.papers.superneurons.arms import Arm, Optim, unsupported
+from repro.papers.superneurons.experiment import PAPER_NETWORKS, MaxBatchParams, max_batch, search_largest
+from repro.papers.superneurons.liveness import flatten_units
 
 CONFIG = REPO / "config" / "experiment" / "superneurons" / "max_batch.yaml"
 VGG_TINY = {"name": "vgg_tiny", "model": "vgg11", "kw": {"width": 0.0625}, "image_size": 32}
@@ -27,10 +27,10 @@ TINY = dict(networks=[RESNET_TINY], cap_gib=0.004, isolate=False, num_classes=10
 
 
 def test_smoke_run_through_the_runner(compose, tmp_path):
-    """experiment=superneurons/max_batch scale=smoke as `python -m repro.run` composes it: per
+    """experiment=superneurons/max_batch scale=smoke as `python -m repro.pipeline.run` composes it: per
     (network, arm) the largest batch, ours / plain per network and over them, all under est_ keys
     (no allocator on the CPU), a bracketed (exact) search, both tables and the figure."""
-    from repro.run import execute
+    from repro.pipeline.run import execute
 
     out = tmp_path / "run"
     # the smoke budgets (10 s per arm) cut the search on a loaded machine (load 7 on 2 cores: tag "time");
@@ -145,12 +145,12 @@ def test_config_validates_and_its_paper_budgets_fit_one_gpu_call():
     """Both scales validate; the paper run's search budgets (10 searches) sum to at most 420 s, so the
     whole experiment fits one 10-minute device call with start-up to spare, and every paper network
     has its own start and budget."""
-    from repro.run import experiment_params
+    from repro.pipeline.run import experiment_params
 
     cfg = experiment_cfg("superneurons/max_batch")
     spec = load_entry(cfg.entry)
     paper, smoke = experiment_params(spec, cfg, "paper"), experiment_params(spec, cfg, "smoke")
-    assert cfg.figure == "repro.superneurons.figures:max_batch"
+    assert cfg.figure == "repro.papers.superneurons.figures:max_batch"
     assert paper.isolate and paper.cap_gib == 12.0 and paper.networks == PAPER_NETWORKS
     names = [n["name"] for n in PAPER_NETWORKS]
     paper.check(names)

@@ -15,13 +15,13 @@ import torch.nn.functional as F
 
 from sn_helpers import max_diff, tiny
 from repro.models import build_model
-from repro.superneurons.arms import runtime_config
-from repro.superneurons.liveness import (flatten_units, plain_dynamic_estimate, profile_units,
+from repro.papers.superneurons.arms import runtime_config
+from repro.papers.superneurons.liveness import (flatten_units, plain_dynamic_estimate, profile_units,
                                          saved_bytes_between)
-from repro.superneurons.probe import WSCAP_ENV, ProbeSpec, probe_env, run_isolated, run_probe
-from repro.superneurons.runtime import (BudgetUnreachable, BudgetWarning, RuntimeConfig, SuperNeuronsModel, estimate,
+from repro.papers.superneurons.probe import WSCAP_ENV, ProbeSpec, probe_env, run_isolated, run_probe
+from repro.papers.superneurons.runtime import (BudgetUnreachable, BudgetWarning, RuntimeConfig, SuperNeuronsModel, estimate,
                                         make_plan, memory_steps, merge_recomputed)
-from repro.superneurons.tensor_pool import TensorPool
+from repro.papers.superneurons.tensor_pool import TensorPool
 
 
 def _whole_model_saved(model: nn.Module, x: torch.Tensor) -> int:

@@ -12,9 +12,9 @@ import torch.nn.functional as F
 
 from sn_helpers import grads_after_one_backward, max_diff, tiny, train_both
 from repro.models import build_model
-from repro.superneurons.liveness import (UnsupportedModel, flatten_units, largest_need, largest_working_set,
+from repro.papers.superneurons.liveness import (UnsupportedModel, flatten_units, largest_need, largest_working_set,
                                          profile_units)
-from repro.superneurons.runtime import (BudgetWarning, RuntimeConfig, SuperNeuronsHooks, SuperNeuronsModel,
+from repro.papers.superneurons.runtime import (BudgetWarning, RuntimeConfig, SuperNeuronsHooks, SuperNeuronsModel,
                                         _seg_memory_ws, _seg_speed_ws, cut_segments, estimate)
 
 CONFIGS = {

@@ -12,10 +12,10 @@ import torch.nn.functional as F
 
 from sn_helpers import grads_after_one_backward, max_diff, max_rel_diff, train_both
 from repro.models import build_model
-from repro.superneurons.liveness import flatten_units, profile_units
-from repro.superneurons.probe import ProbeSpec, run_isolated, run_probe
-from repro.superneurons.runtime import BudgetWarning, RuntimeConfig, SuperNeuronsModel, make_plan
-from repro.superneurons.tensor_pool import TensorPool
+from repro.papers.superneurons.liveness import flatten_units, profile_units
+from repro.papers.superneurons.probe import ProbeSpec, run_isolated, run_probe
+from repro.papers.superneurons.runtime import BudgetWarning, RuntimeConfig, SuperNeuronsModel, make_plan
+from repro.papers.superneurons.tensor_pool import TensorPool
 from sn_helpers import deterministic  # noqa: F401  (an autouse fixture: cuDNN deterministic)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -175,7 +175,7 @@ def test_max_batch_ours_trains_a_batch_plain_cannot(tmp_path):
     2.5 GiB cap: plain trains batch 16 and runs out of memory at 32 (~78 MiB a sample, 2.5 GiB
     dynamic at 32 on the H200), ours trains 32 and more (recomputation and the pool: ~22 MiB)."""
     from repro.experiment import Context
-    from repro.superneurons.experiment import MaxBatchParams, max_batch
+    from repro.papers.superneurons.experiment import MaxBatchParams, max_batch
 
     p = MaxBatchParams(networks=[{"name": "resnet50", "model": "resnet50"}], cap_gib=2.5, steps=1, max_batch=64,
                        resolution=1.0, start_batch={"plain": 16, "ours": 32}, budget_s={"plain": 300, "ours": 300},

@@ -11,7 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from repro.models import build_model
-from repro.superneurons.sgd_in_backward import SGDInBackward, unit_groups
+from repro.papers.superneurons.sgd_in_backward import SGDInBackward, unit_groups
 
 
 class HalfUsed(nn.Module):
@@ -80,7 +80,7 @@ def test_an_incomplete_group_is_updated_when_backward_ends():
 
 
 def _arm_and_batch(budget, momentum_on_host=False):
-    from repro.superneurons.arms import Arm, Optim
+    from repro.papers.superneurons.arms import Arm, Optim
 
     torch.manual_seed(2)
     model = build_model("bottleneck_resnet", 10, blocks=4, width=4)

@@ -11,13 +11,13 @@ import torch.nn as nn
 
 from repro.experiment import Context
 from repro.models import build_model
-from repro.superneurons.experiment import (DepthParams, PeakParams, ThroughputParams, conv_layers, depth,
+from repro.papers.superneurons.experiment import (DepthParams, PeakParams, ThroughputParams, conv_layers, depth,
                                            peak_memory, search_depth, throughput)
-from repro.superneurons.figures import depth as depth_figure
-from repro.superneurons.figures import peak_memory as peak_figure
-from repro.superneurons.figures import throughput as throughput_figure
-from repro.superneurons.figures import throughput_networks as throughput_networks_figure
-from repro.superneurons.probe import ProbeSpec, run_probe
+from repro.papers.superneurons.figures import depth as depth_figure
+from repro.papers.superneurons.figures import peak_memory as peak_figure
+from repro.papers.superneurons.figures import throughput as throughput_figure
+from repro.papers.superneurons.figures import throughput_networks as throughput_networks_figure
+from repro.papers.superneurons.probe import ProbeSpec, run_probe
 
 TINY_BENCH = dict(batch_size=2, image_size=16, num_classes=10, steps=1, isolate=False)
 
@@ -146,8 +146,8 @@ def test_an_interrupted_peak_memory_run_resumes_from_its_probe_cache(tmp_path, m
     """A killed run leaves its finished probes in probe_cache.jsonl; the rerun takes them (a cut last
     line, another code fingerprint or another spec is probed again), tags it and removes the file."""
     from repro.experiment import Context
-    from repro.superneurons import experiment as ex
-    from repro.superneurons.probe import ProbeCache, ProbeSpec, probe_fingerprint
+    from repro.papers.superneurons import experiment as ex
+    from repro.papers.superneurons.probe import ProbeCache, ProbeSpec, probe_fingerprint
 
     params = ex.PeakParams(isolate=False, batch_size=2, steps=1, num_classes=10, configs=["plain", "all"],
                            networks=[{"name": "resnet_tiny", "model": "bottleneck_resnet",

@@ -11,8 +11,8 @@ import torch
 
 from any_models import any_model
 from sn_helpers import max_rel_diff, tiny
-from repro.superneurons.arms import Arm, Optim, amb_budget, check_arm_names, loss_of, sac_policy
-from repro.superneurons.probe import ProbeSpec, run_probe
+from repro.papers.superneurons.arms import Arm, Optim, amb_budget, check_arm_names, loss_of, sac_policy
+from repro.papers.superneurons.probe import ProbeSpec, run_probe
 
 
 def _grads(arm_name, model, x, y):

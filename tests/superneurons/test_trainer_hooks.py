@@ -7,7 +7,7 @@ import torch
 
 from repro.data.synthetic import synthetic_split
 from repro.models import build_model
-from repro.superneurons.runtime import RuntimeConfig, SuperNeuronsHooks
+from repro.papers.superneurons.runtime import RuntimeConfig, SuperNeuronsHooks
 from repro.train import TrainConfig, train
 
 

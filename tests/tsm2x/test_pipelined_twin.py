@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from repro.tsm2x import tsm2
-from repro.tsm2x.pipelined_twin import run
+from repro.papers.tsm2x import tsm2
+from repro.papers.tsm2x.pipelined_twin import run
 
 PIPELINED = [v.name for v in tsm2.TSM2R_VARIANTS if v.stages]
 

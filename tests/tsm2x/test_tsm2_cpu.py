@@ -16,12 +16,12 @@ import pytest
 from omegaconf import OmegaConf
 
 from repro.experiment import load_entry
-from repro.tsm2x import bench, figures, tsm2
-from repro.tsm2x.tuner import CUBLAS, Tuner
+from repro.papers.tsm2x import bench, figures, tsm2
+from repro.papers.tsm2x.tuner import CUBLAS, Tuner
 
 from conftest import REPO, experiment_cfg
 
-KERNELS = REPO / "src" / "repro" / "tsm2x" / "kernels"
+KERNELS = REPO / "src" / "repro" / "papers" / "tsm2x" / "kernels"
 
 
 # ---- variants -----------------------------------------------------------------------------------
@@ -238,7 +238,7 @@ def test_torch_host_tensor_is_rejected():
 
 
 def test_modules_do_not_import_cupy_at_load():
-    code = ("import sys; import repro.tsm2x.bench, repro.tsm2x.tuner, repro.tsm2x.tsm2, repro.tsm2x.figures; "
+    code = ("import sys; import repro.papers.tsm2x.bench, repro.papers.tsm2x.tuner, repro.papers.tsm2x.tsm2, repro.papers.tsm2x.figures; "
             "assert 'cupy' not in sys.modules, 'cupy imported at module load'")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -316,7 +316,7 @@ def test_tuner_never_chooses_a_wrong_candidate(tmp_path, caplog):
     everything_wrong = Tuner(None, "H200").choose("r", "f32", 1000, 370, 3, FakeTimer({}), check=lambda name: 1.0)
     assert everything_wrong.fallback and everything_wrong.best_variant is None
     # the tolerance is bench's (x2 against a cuBLAS reference), per dtype and k
-    from repro.tsm2x.tuner import check_tolerance
+    from repro.papers.tsm2x.tuner import check_tolerance
     assert check_tolerance("f32", 370) == pytest.approx(2 * bench.tolerance("float32", 370))
     edge = Tuner(None, "H200").choose("r", "f32", 1000, 370, 3, FakeTimer({wrong: 1e-6}),
                                       check=lambda name: 1.5 * bench.tolerance("float32", 370))

@@ -17,8 +17,8 @@ torch = pytest.importorskip("torch")
 cupy = pytest.importorskip("cupy")
 
 from repro.experiment import Context  # noqa: E402
-from repro.tsm2x import bench, figures, tsm2  # noqa: E402
-from repro.tsm2x.tuner import CUBLAS, Tuner, cublas_call, dispatch, gpu_name  # noqa: E402
+from repro.papers.tsm2x import bench, figures, tsm2  # noqa: E402
+from repro.papers.tsm2x.tuner import CUBLAS, Tuner, cublas_call, dispatch, gpu_name  # noqa: E402
 from conftest import built_kernels  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -161,7 +161,7 @@ def test_pipelined_kernel_matches_its_numpy_twin(kernels_dir):
     """The GPU result against the twin's float64 walk of the same indexing, on the same float32 inputs."""
     import numpy as np
 
-    from repro.tsm2x.pipelined_twin import run
+    from repro.papers.tsm2x.pipelined_twin import run
 
     name, m, k, n, lda = "tsm2r_f32_n8_t128_v4_s2_w2_p8x3", 1037, 203, 7, 1040
     A, B = colmajor(m, k, torch.float32, lda, seed=5), colmajor(k, n, torch.float32, seed=6)
@@ -177,7 +177,7 @@ def test_pipelined_kernel_matches_its_numpy_twin(kernels_dir):
 
 
 def test_tuner_output_checker_agrees_with_cublas(kernels_dir):
-    from repro.tsm2x.tuner import check_tolerance, output_checker
+    from repro.papers.tsm2x.tuner import check_tolerance, output_checker
 
     A, B = colmajor(1000, 370, torch.float32), colmajor(370, 3, torch.float32)
     check = output_checker("r", A, B, poisoned(1000, 3, torch.float32), kernels_dir)

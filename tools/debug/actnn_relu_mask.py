@@ -24,7 +24,7 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
-from repro.comet.hooks import ActNNHooks  # noqa: E402
+from repro.papers.comet.hooks import ActNNHooks  # noqa: E402
 from repro.models import build_model  # noqa: E402
 
 

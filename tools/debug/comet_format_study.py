@@ -15,9 +15,9 @@ import sys
 import numpy as np, torch, time, torch.nn as nn
 from repro.data.arrays import read_split
 from repro.models import build_model
-from repro.comet import codec
-from repro.comet.arms import probe_memory
-from repro.comet.sz3_reference import _Capture
+from repro.papers.comet import codec
+from repro.papers.comet.arms import probe_memory
+from repro.papers.comet.sz3_reference import _Capture
 from repro.train.augment import first_batch
 from repro.train.augment import DeviceAugment, channel_stats
 torch.manual_seed(0)

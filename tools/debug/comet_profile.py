@@ -14,8 +14,8 @@ import argparse
 
 import torch
 
-from repro.comet import gpu_codec
-from repro.comet.compressor_bench import synthetic_activation
+from repro.papers.comet import gpu_codec
+from repro.papers.comet.compressor_bench import synthetic_activation
 
 
 def kernel_profile(kernels: str | None) -> None:

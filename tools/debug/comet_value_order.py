@@ -19,9 +19,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from repro.clicktrain.experiment import load_pruned
-from repro.comet import codec
-from repro.comet.hooks import ActNNHooks
+from repro.papers.clicktrain.experiment import load_pruned
+from repro.papers.comet import codec
+from repro.papers.comet.hooks import ActNNHooks
 from repro.data.arrays import read_split
 
 

@@ -30,7 +30,7 @@ sys.path[:0] = [str(ROOT / "tests" / "superneurons"), str(ROOT / "src")]
 from any_models import GPU  # noqa: E402
 from sn_helpers import max_rel_diff  # noqa: E402
 from test_any_model import CONFIGS, one_step  # noqa: E402
-from repro.superneurons import tensor_pool as tp  # noqa: E402
+from repro.papers.superneurons import tensor_pool as tp  # noqa: E402
 
 Pool = tp.TensorPool
 DEVICE = os.environ.get("DIAG_DEVICE", "cuda")  # "cpu": a dry run of the script itself

@@ -2,7 +2,7 @@
 
     python tools/debug/sn_step_profile.py [--blocks 64] [--arms plain ours] [--out DIR] [--device cuda] [--trace]
 
-Each arm runs one probe in this process (repro.superneurons.probe.run_probe) with the paper-scale
+Each arm runs one probe in this process (repro.papers.superneurons.probe.run_probe) with the paper-scale
 settings of config/experiment/superneurons/throughput.yaml (12 GiB cap, batch 32, 224x224); only its
 timed steps are profiled (CPU and CUDA activity). Writes DIR/<arm>_b<blocks>_ops.csv (per op: calls,
 self CPU and self device microseconds per step), with --trace DIR/<arm>_b<blocks>.trace.json (a Chrome/Perfetto
@@ -22,8 +22,8 @@ import torch
 from omegaconf import OmegaConf
 from torch.profiler import ProfilerActivity, profile
 
-from repro.superneurons import arms as sn_arms
-from repro.superneurons.probe import ProbeSpec, run_probe
+from repro.papers.superneurons import arms as sn_arms
+from repro.papers.superneurons.probe import ProbeSpec, run_probe
 
 CONFIG = Path(__file__).resolve().parents[2] / "config/experiment/superneurons/throughput.yaml"
 SPEC_KEYS = {"batch_size", "warmup", "steps", "lr", "momentum", "weight_decay", "lookahead",

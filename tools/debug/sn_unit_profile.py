@@ -21,7 +21,7 @@ import torch
 
 from repro.data.synthetic import synthetic_batch
 from repro.models import build_model, get_entry
-from repro.superneurons.liveness import flatten_units, profile_units
+from repro.papers.superneurons.liveness import flatten_units, profile_units
 
 MIB = 2**20
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from repro.tsm2x import tsm2
+from repro.papers.tsm2x import tsm2
 
 KD = Path("results/build/kernels")
 

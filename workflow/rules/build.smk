@@ -18,7 +18,7 @@ rule build_kernel:
     container:
         GPU_IMAGE  # nvcc lives in the GPU image
     shell:
-        "python -m repro.build_kernels --out results/build/kernels --arch {params.arch} --only {wildcards.stem} "
+        "python -m repro.kernels.build --out results/build/kernels --arch {params.arch} --only {wildcards.stem} "
         "> {log} 2>&1"
 
 

@@ -5,10 +5,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, f"{workflow.basedir}/src")  # repro's light modules, without install
-from repro import layout, provenance, sweep, watchdog
-from repro.scale import resolve_scale
+from repro import layout, sweep
+from repro.pipeline import provenance, watchdog
+from repro.pipeline.scale import resolve_scale
 
-# The jobs watch this process: when Snakemake is killed, they stop (repro.watchdog).
+# The jobs watch this process: when Snakemake is killed, they stop (repro.pipeline.watchdog).
 watchdog.export_workflow_pid()
 SCALE = resolve_scale(config["scale"])
 # Step environments (containers/*.def, built with `apptainer build`); used with
@@ -51,8 +52,8 @@ def repro_run(experiment, out=None, overrides=""):
     """Shell command running one experiment through the Hydra CLI; out: the run folder (default
     results/<experiment>); overrides: extra Hydra overrides (one point of a sweep). replace=true: the
     workflow owns the folder and reruns a step exactly when its config or code changed, so its run
-    may replace a record of another configuration there (a hand run may not: repro.run refuses it)."""
-    return (f"python -m repro.run experiment={experiment} scale={SCALE} "
+    may replace a record of another configuration there (a hand run may not: repro.pipeline.run refuses it)."""
+    return (f"python -m repro.pipeline.run experiment={experiment} scale={SCALE} "
             f"out={out or f'results/{experiment}'} replace=true{overrides} > {{log}} 2>&1")
 
 

@@ -41,7 +41,7 @@ rule claims:
     container:
         CPU_IMAGE
     shell:
-        "python -m repro.claims --ledger config/claims --results results --reference {params.reference} "
+        "python -m repro.report --ledger config/claims --results results --reference {params.reference} "
         "--figures {input.figures} --out results/claims --screenshot results/claims/report.png > {log} 2>&1"
 
 
@@ -57,4 +57,4 @@ rule mlflow:
     container:
         CPU_IMAGE
     shell:
-        "python -m repro.tracking --results results --uri {params.uri} --out {output.summary} > {log} 2>&1"
+        "python -m repro.pipeline.tracking --results results --uri {params.uri} --out {output.summary} > {log} 2>&1"

@@ -6,7 +6,7 @@ vocabulary 50257, pre-norm blocks, causal attention; the output projection is no
 token embedding, so that every parameter is used once).
 
 Both are built for the SuperNeurons runtime's "any model" path (its units come from the traced
-graph, see ``repro.superneurons.units``), and are plain PyTorch models otherwise.
+graph, see ``repro.papers.superneurons.units``), and are plain PyTorch models otherwise.
 """
 
 from __future__ import annotations

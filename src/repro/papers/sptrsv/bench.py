@@ -1,0 +1,125 @@
+"""The single-GPU benchmark: cuSPARSE against our level-set and sync-free kernels, matrix by
+matrix, analysis and solve timed apart (claim sptrsv.syncfree_speedup).
+
+Per matrix, in one run side by side on the same uploaded matrix and right-hand side: each
+solver's analysis (cuSPARSE's and the sync-free counts on the GPU by CUDA events, median of
+``analysis_repeats``; the levels of the level-set and level-ordered sync-free solvers on the
+host, once, by the wall clock, as they run there) and its solve (CUDA events, median of up to
+``repeats``, see :func:`solve_time`). Every solver's x is checked after timing: its backward error max|Lx - b| / max(|L||x| + |b|) and its difference
+from cuSPARSE's x, max|x - x_cusparse| / max|x_cusparse|, must be within ``tol``.
+
+Columns of the ``points`` table: the matrix's name, family, rows, nnz, levels, critical_path;
+per solver ``<s>_analysis_ms``, ``<s>_solve_ms``, ``<s>_backward``, ``<s>_vs_cusparse``; speedups
+``speedup_<s>`` = cusparse_solve_ms / <s>_solve_ms and ``total_speedup_<s>`` with analysis added.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pandas as pd
+
+from repro.papers.sptrsv import schedule
+from repro.papers.sptrsv.matrices import MatrixSpec
+
+OURS = ("levelset", "syncfree_warp", "syncfree_thread", "syncfree_levels")
+SYNCFREE = ("syncfree_warp", "syncfree_thread", "syncfree_levels")
+
+
+def backward_error(L_gpu, x, b) -> float:
+    """max|L x - b| / max(|L| |x| + |b|), on the GPU."""
+    import cupy
+
+    r = L_gpu @ x - b
+    scale = abs(L_gpu) @ cupy.abs(x) + cupy.abs(b)
+    return float(cupy.abs(r).max() / max(float(scale.max()), 1e-300))
+
+
+def solve_time(solve, p) -> float:
+    """Median CUDA-event time of solve(): one timed warm-up call sizes the repeats to about
+    ``target_s`` of GPU time (between ``min_repeats`` and ``repeats``), so slow solvers cost
+    seconds, not minutes."""
+    from repro.timing import time_cuda
+
+    first = time_cuda(solve, warmup=p.warmup, repeats=1).median_s
+    repeats = max(p.min_repeats, min(p.repeats, int(p.target_s / max(first, 1e-9))))
+    return time_cuda(solve, warmup=0, repeats=repeats).median_s
+
+
+def measure(spec: MatrixSpec, p, kernels_dir, seed: int, log) -> dict:
+    """Build, analyse, time and check one matrix; returns its row of the points table."""
+    import cupy
+    import cupyx.scipy.sparse as csp
+
+    from repro.papers.sptrsv.solve import solvers, upload
+    from repro.timing import time_cuda
+
+    L = spec.build()
+    analysis = schedule.analyse(L)
+    row = {"matrix": spec.name, "family": spec.kind, **schedule.stats(L, analysis)}
+    m = upload(L)
+    b = cupy.asarray(np.random.default_rng(seed).standard_normal(m.n))
+    L_gpu = csp.csr_matrix((m.csr[2], m.csr[1], m.csr[0]), shape=(m.n, m.n))
+    made = solvers(m, b, kernels_dir, methods=tuple(p.methods))
+    for name, s in made.items():
+        if name == "levelset" or getattr(s, "host_analysis", False):
+            t0 = time.perf_counter()
+            s.analyse()
+            cupy.cuda.runtime.deviceSynchronize()
+            row[f"{name}_analysis_ms"] = (time.perf_counter() - t0) * 1e3
+        else:
+            row[f"{name}_analysis_ms"] = time_cuda(s.analyse, warmup=1, repeats=p.analysis_repeats).median_s * 1e3
+        row[f"{name}_solve_ms"] = solve_time(s.solve, p) * 1e3
+    for name, s in made.items():  # check after all timing, each from a fresh solve
+        s.x.fill(math.nan)
+        s.solve()
+        if hasattr(s, "check"):
+            s.check()
+        row[f"{name}_backward"] = backward_error(L_gpu, s.x, b)
+    if "cusparse" in made:
+        ref = made["cusparse"].x
+        scale = float(cupy.abs(ref).max())
+        for name, s in made.items():
+            row[f"{name}_vs_cusparse"] = float(cupy.abs(s.x - ref).max()) / scale
+            row[f"speedup_{name}"] = row["cusparse_solve_ms"] / row[f"{name}_solve_ms"]
+            row[f"total_speedup_{name}"] = ((row["cusparse_analysis_ms"] + row["cusparse_solve_ms"])
+                                            / (row[f"{name}_analysis_ms"] + row[f"{name}_solve_ms"]))
+        made["cusparse"].close()
+    errs = [row[k] for k in row if k.endswith(("_backward", "_vs_cusparse"))]
+    row["ok"] = bool(all(np.isfinite(errs)) and max(errs) <= p.tol)
+    log.info("%s: %d rows, %d levels; solve ms %s", spec.name, row["rows"], row["levels"],
+             ", ".join(f"{n} {row[n + '_solve_ms']:.3f}" for n in made))
+    del made, m, L_gpu
+    cupy.get_default_memory_pool().free_all_blocks()
+    return row
+
+
+def geomean(xs) -> float:
+    xs = [float(x) for x in xs]
+    return float(math.exp(sum(math.log(x) for x in xs) / len(xs))) if xs else math.nan
+
+
+def summarize(df: pd.DataFrame) -> dict[str, float]:
+    """Geomean and worst speedups over all matrices and over the generated deep-chain ones."""
+    metrics: dict[str, float] = {"n_matrices": len(df), "n_incorrect": int((~df["ok"].astype(bool)).sum())}
+    deep = df[df["family"] != "gallery"]
+    for name in OURS:
+        col = f"speedup_{name}"
+        if col not in df:
+            continue
+        metrics[f"geomean_{col}"] = geomean(df[col])
+        metrics[f"geomean_total_{col}"] = geomean(df[f"total_{col}"])
+        if len(deep):
+            metrics[f"geomean_{col}_deep"] = geomean(deep[col])
+            metrics[f"min_{col}_deep"] = float(deep[col].min())
+    sync = [f"speedup_{c}" for c in SYNCFREE if f"speedup_{c}" in df]
+    if sync and len(deep):
+        best = deep[sync].max(axis=1)
+        metrics["geomean_speedup_best_syncfree_deep"] = geomean(best)
+        metrics["min_speedup_best_syncfree_deep"] = float(best.min())
+    if "cusparse_analysis_ms" in df:
+        ratio = df["cusparse_analysis_ms"] / df["cusparse_solve_ms"]
+        metrics["median_cusparse_analysis_over_solve"] = float(ratio.median())
+    return metrics

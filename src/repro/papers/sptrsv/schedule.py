@@ -1,0 +1,257 @@
+"""NumPy twins of the GPU kernels' schedules, and the dependency analysis they share.
+
+- :func:`analyse`: each row's level (0 for rows with no dependency, else 1 + the deepest
+  dependency), the level sets, and the critical path (the heaviest dependency chain, weighting a
+  row by its non-zeros).
+- :func:`levelset_solve`: the level-set kernel's schedule: one step per level, every row of the
+  level at once, reading only earlier levels' x (CSR pull).
+- :func:`syncfree_solve`: the synchronisation-free kernel's protocol (Liu et al. 2016, CSC push):
+  a counter per row that the rows it depends on increment after adding their contribution to
+  its left sum; a row runs only when its counter reaches its dependency count. The order is
+  adversarial: each round runs a random subset of the ready rows and applies their pushes in a
+  random order (``sequential=True`` runs one random ready row at a time).
+- :func:`partition` / :func:`multigpu_solve`: the multi-GPU schedule: rows cut into k contiguous
+  blocks of about equal non-zeros, one per GPU; each GPU's task pool hands its rows out in
+  ascending order or by level (:func:`pool_orders`), ``grain`` rows per task, to ``workers``
+  persistent warps; a push to a row
+  another GPU owns is a remote atomic (counted). A tick lets every worker holding a ready task run
+  it; a tick without progress while tasks remain is a deadlock and raises.
+
+Every solver returns x in float64; the tests check them against SciPy's spsolve_triangular.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from repro.papers.sptrsv.matrices import check_lower
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """The dependency structure of a lower-triangular L (rows in natural order)."""
+
+    level: np.ndarray  # int32 per row
+    perm: np.ndarray  # rows sorted by level (stable): the level sets back to back
+    level_ptr: np.ndarray  # level k is perm[level_ptr[k]:level_ptr[k + 1]]
+    critical_path: int  # non-zeros on the heaviest dependency chain
+    need: np.ndarray  # int32 per row: its number of dependencies (off-diagonal non-zeros)
+
+    @property
+    def levels(self) -> int:
+        return len(self.level_ptr) - 1
+
+
+def _gather(indptr: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(owner, entry) for every stored entry of the given compressed columns (or rows), vectorised:
+    owner is the column, entry the position in indices/data."""
+    starts, ends = indptr[cols], indptr[cols + 1]
+    counts = ends - starts
+    owner = np.repeat(cols, counts)
+    entry = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+    return owner, entry
+
+
+def analyse(L: sp.csr_matrix) -> Analysis:
+    """Levels, level sets, critical path and dependency counts, by frontier sweeps (Kahn's
+    algorithm, one vectorised step per level)."""
+    L = check_lower(L)
+    n = L.shape[0]
+    weight = np.diff(L.indptr).astype(np.int64)
+    need = (weight - 1).astype(np.int32)
+    below = sp.tril(L, k=-1).tocsc()  # column j lists the rows that depend on j
+    below.sort_indices()
+    remaining = need.astype(np.int64).copy()
+    level = np.zeros(n, dtype=np.int32)
+    path = weight.copy()  # heaviest chain ending at each row, known once its dependencies are done
+    frontier = np.flatnonzero(remaining == 0)
+    k = 0
+    while frontier.size:
+        level[frontier] = k
+        src, entry = _gather(below.indptr, frontier)
+        dst = below.indices[entry]
+        if dst.size:
+            order = np.argsort(dst, kind="stable")
+            touched, starts, counts = np.unique(dst[order], return_index=True, return_counts=True)
+            deepest = np.maximum.reduceat(path[src[order]], starts)
+            path[touched] = np.maximum(path[touched], deepest + weight[touched])
+            remaining[touched] -= counts
+            frontier = touched[remaining[touched] == 0]
+        else:
+            frontier = frontier[:0]
+        k += 1
+    perm = np.argsort(level, kind="stable").astype(np.int32)
+    level_ptr = np.searchsorted(level[perm], np.arange(k + 1)).astype(np.int64)
+    return Analysis(level=level, perm=perm, level_ptr=level_ptr, critical_path=int(path.max()), need=need)
+
+
+def stats(L: sp.csr_matrix, analysis: Analysis | None = None) -> dict:
+    """rows, nnz, levels, critical path, mean and max non-zeros per row."""
+    a = analysis or analyse(L)
+    per_row = np.diff(L.indptr)
+    return {"rows": L.shape[0], "nnz": int(L.nnz), "levels": a.levels, "critical_path": a.critical_path,
+            "nnz_per_row": float(per_row.mean()), "max_nnz_row": int(per_row.max()),
+            "mean_level_width": L.shape[0] / a.levels}
+
+
+def check_rhs(L: sp.csr_matrix, b: np.ndarray) -> np.ndarray:
+    b = np.asarray(b, dtype=np.float64)
+    if b.shape != (L.shape[0],):
+        raise ValueError(f"b: expected shape ({L.shape[0]},), got {b.shape}")
+    if not np.isfinite(b).all():
+        raise ValueError(f"b: non-finite value at row {int(np.argmax(~np.isfinite(b)))}")
+    return b
+
+
+def levelset_solve(L: sp.csr_matrix, b: np.ndarray, analysis: Analysis | None = None) -> np.ndarray:
+    """x with L x = b, one level at a time (the level-set kernel's order)."""
+    L = check_lower(L)
+    b = check_rhs(L, b)
+    a = analysis or analyse(L)
+    d = L.diagonal()
+    strict = sp.tril(L, k=-1).tocsr()[a.perm]  # rows in level order
+    x = np.zeros(L.shape[0])
+    for k in range(a.levels):
+        lo, hi = a.level_ptr[k], a.level_ptr[k + 1]
+        rows = a.perm[lo:hi]
+        x[rows] = (b[rows] - strict[lo:hi] @ x) / d[rows]
+    return x
+
+
+def syncfree_solve(L: sp.csr_matrix, b: np.ndarray, seed: int = 0, run_fraction: float = 0.5,
+                   sequential: bool = False) -> np.ndarray:
+    """x with L x = b by the counter protocol, in an adversarial order (see the module doc)."""
+    L = check_lower(L)
+    b = check_rhs(L, b)
+    if not 0 < run_fraction <= 1:
+        raise ValueError(f"run_fraction must be in (0, 1], got {run_fraction}")
+    rng = np.random.default_rng(seed)
+    n = L.shape[0]
+    d = L.diagonal()
+    csc = sp.tril(L, k=-1).tocsc()
+    need = (np.diff(L.indptr) - 1).astype(np.int64)
+    count = np.zeros(n, dtype=np.int64)
+    left_sum = np.zeros(n)
+    x = np.full(n, np.nan)
+    done = np.zeros(n, dtype=bool)
+    ready = np.flatnonzero(need == 0)
+    while ready.size:
+        if sequential:
+            run = ready[[rng.integers(ready.size)]]
+        else:
+            pick = rng.random(ready.size) < run_fraction
+            pick[rng.integers(ready.size)] = True  # at least one runs
+            run = ready[pick]
+        x[run] = (b[run] - left_sum[run]) / d[run]
+        done[run] = True
+        src, entry = _gather(csc.indptr, run)
+        dst = csc.indices[entry]
+        contrib = csc.data[entry] * x[src]
+        shuffle = rng.permutation(dst.size)  # atomics land in any order
+        np.add.at(left_sum, dst[shuffle], contrib[shuffle])
+        np.add.at(count, dst, 1)
+        waiting = ready[~np.isin(ready, run)]
+        newly = np.unique(dst)
+        newly = newly[count[newly] == need[newly]]
+        ready = np.union1d(waiting, newly)
+    if not done.all():
+        raise RuntimeError(f"sync-free schedule stalled with {int((~done).sum())} rows unsolved")
+    return x
+
+
+def partition(L: sp.csr_matrix, k: int) -> np.ndarray:
+    """Row boundaries (k + 1 of them) of k contiguous blocks of about equal non-zeros."""
+    n = L.shape[0]
+    if not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"the GPU count must be a positive integer, got {k!r}")
+    if k > n:
+        raise ValueError(f"{k} GPUs for a matrix of {n} rows: each GPU needs at least one row")
+    targets = L.nnz * np.arange(1, k) / k
+    cuts = np.searchsorted(L.indptr[1:], targets, side="left") + 1
+    bounds = np.concatenate([[0], cuts, [n]]).astype(np.int64)
+    bounds[1:-1] = np.clip(bounds[1:-1], np.arange(1, k), n - np.arange(k - 1, 0, -1))
+    return np.maximum.accumulate(bounds)
+
+
+@dataclass
+class MultiGPUTrace:
+    """What the multi-GPU schedule did: per GPU its rows, local and remote pushes; ticks taken."""
+
+    bounds: np.ndarray
+    local_pushes: np.ndarray
+    remote_pushes: np.ndarray
+    ticks: int = 0
+    tasks: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    @property
+    def remote_fraction(self) -> float:
+        total = int(self.local_pushes.sum() + self.remote_pushes.sum())
+        return float(self.remote_pushes.sum() / total) if total else 0.0
+
+
+def pool_orders(L: sp.csr_matrix, bounds: np.ndarray, order: str, analysis: Analysis | None = None) -> list[np.ndarray]:
+    """Each GPU's rows in the order its pool hands them out: "natural" (ascending) or "levels"
+    (by level, ascending within a level)."""
+    if order not in ("natural", "levels"):
+        raise ValueError(f"pool order must be 'natural' or 'levels', got {order!r}")
+    blocks = [np.arange(bounds[g], bounds[g + 1]) for g in range(len(bounds) - 1)]
+    if order == "natural":
+        return blocks
+    level = (analysis or analyse(L)).level
+    return [rows[np.argsort(level[rows], kind="stable")] for rows in blocks]
+
+
+def multigpu_solve(L: sp.csr_matrix, b: np.ndarray, k: int, workers: int = 4, grain: int = 1,
+                   seed: int = 0, order: str = "natural",
+                   analysis: Analysis | None = None) -> tuple[np.ndarray, MultiGPUTrace]:
+    """x with L x = b on k virtual GPUs with per-GPU task pools (see the module doc)."""
+    L = check_lower(L)
+    b = check_rhs(L, b)
+    if workers < 1 or grain < 1:
+        raise ValueError(f"workers and grain must be >= 1, got workers={workers}, grain={grain}")
+    bounds = partition(L, k)
+    queues = pool_orders(L, bounds, order, analysis)
+    rng = np.random.default_rng(seed)
+    n = L.shape[0]
+    owner = np.repeat(np.arange(k), np.diff(bounds))
+    d = L.diagonal()
+    csc = sp.tril(L, k=-1).tocsc()
+    csc.sort_indices()
+    need = (np.diff(L.indptr) - 1).astype(np.int64)
+    count = np.zeros(n, dtype=np.int64)
+    left_sum = np.zeros(n)
+    x = np.full(n, np.nan)
+    next_pos = np.zeros(k, dtype=np.int64)  # each GPU's pool: the next position of its order it hands out
+    held: list[list[list[int]]] = [[[] for _ in range(workers)] for _ in range(k)]  # rows left of each task
+    local, remote = np.zeros(k, dtype=np.int64), np.zeros(k, dtype=np.int64)
+    tasks = np.zeros(k, dtype=np.int64)
+    solved, ticks = 0, 0
+    while solved < n:
+        progress = False
+        for g in rng.permutation(k):  # GPUs and their warps in a random order each tick
+            for w in rng.permutation(workers):
+                task = held[g][w]
+                if not task and next_pos[g] < queues[g].size:
+                    hi = min(next_pos[g] + grain, queues[g].size)
+                    task.extend(queues[g][next_pos[g]:hi].tolist())
+                    next_pos[g] = hi
+                    tasks[g] += 1
+                while task and count[task[0]] == need[task[0]]:  # a warp runs its task's rows in order
+                    i = task.pop(0)
+                    x[i] = (b[i] - left_sum[i]) / d[i]
+                    lo, hi = csc.indptr[i], csc.indptr[i + 1]
+                    dst = csc.indices[lo:hi]
+                    left_sum[dst] += csc.data[lo:hi] * x[i]
+                    count[dst] += 1
+                    far = owner[dst] != g
+                    remote[g] += int(far.sum())
+                    local[g] += int((~far).sum())
+                    solved += 1
+                    progress = True
+        ticks += 1
+        if not progress:
+            raise RuntimeError(f"multi-GPU schedule deadlocked after {ticks} ticks with {n - solved} rows unsolved")
+    return x, MultiGPUTrace(bounds=bounds, local_pushes=local, remote_pushes=remote, ticks=ticks, tasks=tasks)

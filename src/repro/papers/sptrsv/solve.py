@@ -1,0 +1,220 @@
+"""The single-GPU triangular solvers, each split into an analysis (once per matrix) and a solve
+(once per right-hand side), on CuPy's current stream:
+
+- ``CuSparse``: cuSPARSE's SpSM (what ``cupyx.scipy.sparse.linalg.spsolve_triangular`` calls, there
+  analysis and solve in one call), through CuPy's low-level bindings so the two phases are timed
+  apart. The solve zeroes its output first, as SpSM requires.
+- ``LevelSet``: our level-set kernel (sptrsv.cu), one launch per level; the analysis computes the
+  levels on the host (schedule.analyse), uploads them and captures the launches in a CUDA graph,
+  so the solve is one graph launch.
+- ``SyncFree``: our synchronisation-free kernel (Liu et al. 2016); ``variant`` "warp" (a warp per
+  row), "thread" (a thread per row), both taking rows in natural order, or "levels" (a thread per
+  row, rows taken in level order). The analysis computes each row's dependency count on the GPU
+  ("levels": also the levels, on the host, as the level-set analysis); the solve zeroes the
+  counters, sums and ticket and launches once.
+
+Each solver holds its output in ``x`` (a CuPy array). Matrices come from :func:`upload`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from repro import kernels
+from repro.papers.sptrsv import schedule
+from repro.papers.sptrsv.matrices import check_lower
+
+STEM = "sptrsv"
+THREADS = 256
+SPIN_LIMIT_CYCLES = 10**10  # a row waiting longer (about 5 s) is a stall: the kernel ends, check() raises
+METHODS = ("cusparse", "levelset", "syncfree_warp", "syncfree_thread", "syncfree_levels")
+WARP_ROW_NNZ = 16.0  # level-set rows this long on average get a warp each, shorter ones a thread
+
+
+@dataclass
+class DeviceMatrix:
+    """L on one GPU in both layouts: CSR (level-set, cuSPARSE) and CSC (sync-free)."""
+
+    host: sp.csr_matrix
+    n: int
+    nnz: int
+    csr: tuple[Any, Any, Any]  # indptr, indices, data
+    csc: tuple[Any, Any, Any]
+    device: int
+
+
+def upload(L: sp.csr_matrix, device: int = 0) -> DeviceMatrix:
+    import cupy
+
+    L = check_lower(L)
+    csc = L.tocsc()
+    csc.sort_indices()
+    with cupy.cuda.Device(device):
+        def put(m):
+            return (cupy.asarray(m.indptr.astype(np.int32)), cupy.asarray(m.indices.astype(np.int32)),
+                    cupy.asarray(m.data))
+        return DeviceMatrix(host=L, n=L.shape[0], nnz=int(L.nnz), csr=put(L), csc=put(csc), device=device)
+
+
+def _blocks(items: int, per_block: int) -> tuple[int, int, int]:
+    return (max(1, -(-items // per_block)), 1, 1)
+
+
+class CuSparse:
+    """cuSPARSE SpSM (lower, non-unit diagonal, one right-hand side)."""
+
+    name = "cusparse"
+
+    def __init__(self, m: DeviceMatrix, b):
+        import cupy
+        import cupyx.scipy.sparse as csp
+        from cupy._core import _dtype
+        from cupy_backends.cuda.libs import cusparse as lib
+        from cupyx import cusparse as cxs
+
+        self._lib = lib
+        self.a = csp.csr_matrix((m.csr[2], m.csr[1], m.csr[0]), shape=(m.n, m.n))
+        self.b = cupy.asfortranarray(b.reshape(-1, 1))
+        self.c = cupy.zeros((m.n, 1), dtype=np.float64, order="F")
+        self.x = self.c.reshape(-1)
+        self._alpha = np.array(1.0, dtype=np.float64)
+        self._handle = cupy.cuda.device.get_cusparse_handle()
+        self._mat_a = cxs.SpMatDescriptor.create(self.a)
+        self._mat_b = cxs.DnMatDescriptor.create(self.b)
+        self._mat_c = cxs.DnMatDescriptor.create(self.c)
+        self._mat_a.set_attribute(lib.CUSPARSE_SPMAT_FILL_MODE, lib.CUSPARSE_FILL_MODE_LOWER)
+        self._mat_a.set_attribute(lib.CUSPARSE_SPMAT_DIAG_TYPE, lib.CUSPARSE_DIAG_TYPE_NON_UNIT)
+        self._descr = lib.spSM_createDescr()
+        self._args = (self._handle, lib.CUSPARSE_OPERATION_NON_TRANSPOSE, lib.CUSPARSE_OPERATION_NON_TRANSPOSE,
+                      self._alpha.ctypes.data, self._mat_a.desc, self._mat_b.desc, self._mat_c.desc,
+                      _dtype.to_cuda_dtype(self.c.dtype), lib.CUSPARSE_SPSM_ALG_DEFAULT, self._descr)
+        self._buffer = cupy.empty(max(1, lib.spSM_bufferSize(*self._args)), dtype=np.int8)
+
+    def analyse(self) -> None:
+        self._lib.spSM_analysis(*self._args, self._buffer.data.ptr)
+
+    def solve(self) -> None:
+        self.c.fill(0)
+        self._lib.spSM_solve(*self._args, self._buffer.data.ptr)
+
+    def close(self) -> None:
+        self._lib.spSM_destroyDescr(self._descr)
+
+
+class LevelSet:
+    """Our level-set kernel: a launch per level, replayed from a CUDA graph."""
+
+    name = "levelset"
+
+    def __init__(self, m: DeviceMatrix, b, kernels_dir: Path | None = None, analysis: schedule.Analysis | None = None):
+        import cupy
+
+        self.m, self.b = m, b
+        self.x = cupy.zeros(m.n, dtype=np.float64)
+        self._analysis = analysis
+        self._kernels_dir = kernels_dir
+        self._graph = None
+        self.levels = 0
+
+    def analyse(self) -> None:
+        import cupy
+
+        a = self._analysis or schedule.analyse(self.m.host)
+        self.levels = a.levels
+        warp = self.m.nnz / self.m.n > WARP_ROW_NNZ
+        fn = kernels.function(STEM, "levelset_warp" if warp else "levelset_thread", self.m.device, self._kernels_dir)
+        per_block = THREADS // 32 if warp else THREADS
+        self._perm = cupy.asarray(a.perm)
+        indptr, indices, data = self.m.csr
+        stream = cupy.cuda.Stream(non_blocking=True)  # capture needs a stream apart from the legacy one
+        with stream:
+            stream.begin_capture()
+            for k in range(a.levels):
+                lo, hi = int(a.level_ptr[k]), int(a.level_ptr[k + 1])
+                fn(_blocks(hi - lo, per_block), (THREADS, 1, 1),
+                   (indptr, indices, data, self.b, self.x, self._perm[lo:hi], np.int32(hi - lo)))
+            self._graph = stream.end_capture()
+        self._stream = stream
+
+    def solve(self) -> None:
+        import cupy
+
+        self._graph.launch(stream=cupy.cuda.get_current_stream())
+
+
+class SyncFree:
+    """Our synchronisation-free kernel (see the module doc for the variants)."""
+
+    VARIANTS = {"warp": "syncfree_warp", "thread": "syncfree_thread", "levels": "syncfree_thread"}
+
+    def __init__(self, m: DeviceMatrix, b, kernels_dir: Path | None = None, variant: str = "warp",
+                 analysis: schedule.Analysis | None = None):
+        import cupy
+
+        if variant not in self.VARIANTS:
+            raise ValueError(f"sync-free variant must be one of {sorted(self.VARIANTS)}, got {variant!r}")
+        self.name = f"syncfree_{variant}"
+        self.m, self.b, self.variant = m, b, variant
+        self.x = cupy.zeros(m.n, dtype=np.float64)
+        self.left_sum = cupy.zeros(m.n, dtype=np.float64)
+        self.count = cupy.zeros(m.n, dtype=np.int32)
+        self.ticket = cupy.zeros(1, dtype=np.int32)
+        self.stalled = cupy.full(1, -1, dtype=np.int32)
+        self.need = None
+        self.order = np.uint64(0)  # null: natural order
+        self._analysis = analysis
+        self._fn = kernels.function(STEM, self.VARIANTS[variant], m.device, kernels_dir)
+        rows_per_block = THREADS // 32 if variant == "warp" else THREADS
+        self._grid = _blocks(m.n, rows_per_block)
+
+    @property
+    def host_analysis(self) -> bool:
+        """Whether the analysis runs on the host (timed by the wall clock, not CUDA events)."""
+        return self.variant == "levels"
+
+    def analyse(self) -> None:
+        """Each row's dependency count: its CSR length less the diagonal (one GPU pass); for
+        "levels" also the rows in level order."""
+        import cupy
+
+        row_ptr = self.m.csr[0]
+        self.need = (row_ptr[1:] - row_ptr[:-1] - 1).astype(np.int32)
+        if self.variant == "levels":
+            self.order = cupy.asarray((self._analysis or schedule.analyse(self.m.host)).perm)
+
+    def solve(self) -> None:
+        self.count.fill(0)
+        self.left_sum.fill(0)
+        self.ticket.fill(0)
+        indptr, indices, data = self.m.csc
+        self._fn(self._grid, (THREADS, 1, 1), (indptr, indices, data, self.b, self.x, self.left_sum, self.count,
+                                               self.need, self.ticket, np.int32(self.m.n), self.order,
+                                               np.int64(SPIN_LIMIT_CYCLES), self.stalled))
+
+    def check(self) -> None:
+        """Raise if any solve so far had a row wait past the spin limit (a deadlock or lost update)."""
+        row = int(self.stalled.get()[0])
+        if row >= 0:
+            raise RuntimeError(f"{self.name}: row {row} waited more than {SPIN_LIMIT_CYCLES:.0e} cycles for its "
+                               "dependencies: the solve stalled")
+
+
+def solvers(m: DeviceMatrix, b, kernels_dir: Path | None, analysis: schedule.Analysis | None = None,
+            methods: tuple[str, ...] = METHODS) -> dict[str, Any]:
+    """The named solvers for one uploaded matrix and right-hand side."""
+    made: dict[str, Any] = {}
+    for name in methods:
+        if name == "cusparse":
+            made[name] = CuSparse(m, b)
+        elif name == "levelset":
+            made[name] = LevelSet(m, b, kernels_dir, analysis)
+        elif name.startswith("syncfree_"):
+            made[name] = SyncFree(m, b, kernels_dir, name.removeprefix("syncfree_"), analysis)
+        else:
+            raise ValueError(f"unknown solver {name!r}; choose from {', '.join(METHODS)}")
+    return made

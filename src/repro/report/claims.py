@@ -1,0 +1,390 @@
+"""The claims ledger and its verdicts: every paper claim beside our measured value, judged on two machines.
+
+`python -m repro.report --ledger config/claims --results results --reference results/reference --out results/claims`
+(repro.report.__main__) writes claims.csv, report.md and report.html (repro.report.pages) and
+claims_chart.png (repro.report.chart) from this module's table.
+
+Each claim is judged twice, side by side:
+  reference  the committed paper-scale run (results/reference/<gpu>/, the H200's first):
+             reproduced / not-reproduced against the target, or no-reference (none committed);
+  here       this machine's run (results/): reproduced / not-reproduced at paper scale; smoke (it ran
+             at the smoke scale: its value is shown, not judged against a paper-scale target); or
+             not-run-here, with why (e.g. skipped: needs a CUDA GPU).
+A claim with no experiment yet is pending on both sides. A `kind: model` row is a simulator's
+result: judged against its target like the others, and always shown as a model.
+
+claims.csv keeps the columns of earlier reports first: `verdict` is here's verdict when this machine
+ran the claim at paper scale, else not-run-here (`measured` is then the reference value, `source`
+says `reference`); `model` for a model row that has a value; pending.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import operator
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from repro import layout, records, sweep
+from repro.pipeline.reference import stale_code
+from repro.records import find_reference, input_gpu_name, named_input_records
+
+COLUMNS = ["claim_id", "paper", "statement", "paper_value", "target", "measured", "unit", "verdict",
+           "source", "hardware", "needs", "run_id", "commit"]
+# added after the columns above, in this order (claims.csv keeps its earlier columns first)
+SIDE_COLUMNS = ["kind", "reference_verdict", "reference_measured", "reference_hardware", "reference_date",
+                "reference_commit", "reference_record", "reference_run_id", "here_verdict", "here_measured",
+                "here_scale", "here_why", "here_record", "here_run_id", "here_mlflow_run"]
+CSV_COLUMNS = COLUMNS + SIDE_COLUMNS
+VERDICTS = ("reproduced", "not-reproduced", "not-run-here", "model", "pending")
+REFERENCE_VERDICTS = ("reproduced", "not-reproduced", "no-reference", "pending")
+HERE_VERDICTS = ("reproduced", "not-reproduced", "smoke", "not-run-here", "pending")
+CLAIM_FIELDS = {"id", "paper", "statement", "paper_value", "paper_unit", "unit", "target", "direction", "metric",
+                "also", "needs", "kind", "timing", "note"}
+REQUIRED = {"id", "paper", "statement", "paper_value", "unit", "target", "direction"}
+NEEDS = re.compile(r"^(cpu|gpu\d*)$")
+OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
+MLFLOW_SUMMARY = Path("mlflow") / "ingested.json"  # below the results folder (repro.pipeline.tracking --out)
+ESTIMATE_PREFIX = "est_"  # a smoke record's estimate of a metric it cannot measure (here_side)
+
+
+class LedgerError(ValueError):
+    pass
+
+
+def _ledger_files(path: Path) -> list[Path]:
+    path = Path(path)
+    files = layout.claims_files(path.parent) if path.name == "claims" and path.is_dir() else (
+        sorted(path.glob("*.yaml")) if path.is_dir() else [path])
+    if not files:
+        raise LedgerError(f"{path}: no claims files (config/claims/<paper>.yaml)")
+    return files
+
+
+def load_ledger(path: Path) -> list[dict]:
+    """Every claim of the ledger: the claims files of a folder (config/claims/<paper>.yaml), or one
+    file, validated as one ledger (ids unique across files)."""
+    claims, seen = [], {}
+    for file in _ledger_files(path):
+        try:
+            data = yaml.safe_load(file.read_text())
+        except yaml.YAMLError as exc:
+            raise LedgerError(f"{file}: not valid YAML: {exc}") from None
+        entries = data.get("claims") if isinstance(data, dict) else None
+        if not isinstance(entries, list):
+            raise LedgerError(f"{file}: expected a top-level 'claims:' list")
+        for i, c in enumerate(entries):
+            where = f"{file}: claim #{i + 1} ({c.get('id', '?')})"
+            if unknown := set(c) - CLAIM_FIELDS:
+                raise LedgerError(f"{where}: unknown field(s) {sorted(unknown)}")
+            if missing := REQUIRED - set(c):
+                raise LedgerError(f"{where}: missing field(s) {sorted(missing)}")
+            if c["direction"] not in OPS:
+                raise LedgerError(f"{where}: direction must be one of {list(OPS)}")
+            timing = c.get("timing", False)
+            if not (isinstance(timing, bool) or (isinstance(timing, list) and timing
+                                                 and all(isinstance(t, str) for t in timing))):
+                raise LedgerError(f"{where}: timing must be true, false or a list of the comparison's input names")
+            if c["id"] in seen:
+                raise LedgerError(f"{where}: duplicate id (also in {seen[c['id']]})")
+            seen[c["id"]] = file
+            for cond in [c.get("metric")] + list(c.get("also") or []):
+                if cond is not None and not {"experiment", "key"} <= set(cond):
+                    raise LedgerError(f"{where}: metric conditions need 'experiment' and 'key'")
+            if "needs" in c and not NEEDS.match(str(c["needs"])):
+                raise LedgerError(f"{where}: needs must be cpu, gpu or gpu<N>, got {c['needs']!r}")
+            if c.get("metric") and "needs" in c:
+                raise LedgerError(f"{where}: needs follows from the experiments' gpus; state it only for a "
+                                  "pending claim (no metric)")
+            claims.append(c)
+    return claims
+
+
+def gpus_needed(experiment: str, root: Path | None = None, _seen: frozenset = frozenset()) -> int:
+    """The GPUs a paper-scale run of ``experiment`` needs, counting what it reads: the most of its own
+    ``gpus``, those of the experiments whose records it declares as inputs and those of a sweep's
+    points (a CPU comparison of GPU records needs the GPU that made them)."""
+    if experiment in _seen:
+        return 0
+    seen = _seen | {experiment}
+    names = set(layout.experiment_names(root))
+    reads = {str(Path(p).parent) for p in layout.inputs(experiment, root).values() if Path(p).name == records.RECORD_NAME}
+    if sweep.is_sweep(experiment, root):
+        reads |= {p.experiment for p in sweep.points(experiment, "paper", root)}
+    return max([layout.gpus(experiment, root), *(gpus_needed(e, root, seen) for e in reads if e in names)])
+
+
+def needs_of(claim: dict, root: Path | None = None) -> str:
+    """cpu, gpu or gpu<N>: what the claim's paper-scale run needs (stated only by a pending claim)."""
+    if "needs" in claim or not claim.get("metric"):
+        return str(claim.get("needs", ""))
+    n = max(gpus_needed(c["experiment"], root) for c in [claim["metric"], *(claim.get("also") or [])]
+            if layout.experiment_path(c["experiment"], root).is_file())
+    return "cpu" if n == 0 else "gpu" if n == 1 else f"gpu{n}"
+
+
+def _value(record: dict, key: str, claim_id: str) -> float:
+    if key not in record["metrics"]:
+        raise LedgerError(f"claim {claim_id}: run record {record['_dir']} has no metric {key!r} "
+                          f"(it has {sorted(record['metrics'])})")
+    return record["metrics"][key]
+
+
+def _record(root: Path, experiment: str) -> dict | None:
+    path = Path(root) / experiment / records.RECORD_NAME
+    return records.read(path) if path.exists() else None
+
+
+def _fmt(x) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    if isinstance(x, float):
+        return f"{x:.6g}"
+    return str(x)
+
+
+def record_path(record: dict) -> str:
+    return str(Path(record["_dir"]) / records.RECORD_NAME)
+
+
+def hardware_of(record: dict) -> str:
+    """The machine a record's numbers come from: its GPU; for a CPU step over one GPU's records (a
+    comparison), that GPU, said so; else the CPU."""
+    prov = record["provenance"]
+    if gpu := prov.get("gpu_name"):
+        return gpu
+    combined = input_gpu_name(record, Path(record["_dir"]).parents[1])
+    return f"{combined} (CPU step over its records)" if combined else f"CPU {prov.get('cpu_model') or prov.get('cpu', '')}".strip()
+
+
+def commit_of(record: dict, short: bool = False) -> str:
+    prov = record["provenance"]
+    commit = prov.get("commit", "") or ""
+    return (commit[:7] if short else commit) + ("+dirty" if prov.get("dirty") else "")
+
+
+@dataclass
+class Side:
+    """One machine's judgement of a claim: its verdict, the headline value, the records it read (by
+    experiment), each condition's value and whether it holds, and why it was not judged."""
+
+    verdict: str
+    value: float | None = None
+    records: dict[str, dict] = field(default_factory=dict)
+    conditions: list[tuple[dict, float | None, bool | None]] = field(default_factory=list)
+    why: str = ""
+    details: list[str] = field(default_factory=list)
+
+    @property
+    def first(self) -> dict | None:
+        return next(iter(self.records.values()), None)
+
+
+def _conditions(claim: dict) -> list[dict]:
+    return [{**claim["metric"], "target": claim["target"], "direction": claim["direction"]},
+            *(claim.get("also") or [])]
+
+
+def _holds(cond: dict, value: float) -> bool:
+    return not (isinstance(value, float) and math.isnan(value)) and OPS[cond["direction"]](value, cond["target"])
+
+
+def _condition_text(cond: dict, value: float | None, holds: bool | None) -> str:
+    shown = "no value" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.4g}"
+    verdict = "" if holds is None else (": holds" if holds else ": misses")
+    return f"{cond['key']} = {shown} ({cond['direction']} {_fmt(cond['target'])}{verdict})"
+
+
+def _nan_notes(side: Side) -> list[str]:
+    """What a record says a NaN value of a condition means (its tag of that metric's name)."""
+    notes = []
+    for cond, value, _ in side.conditions:
+        if isinstance(value, float) and math.isnan(value):
+            tag = (side.records[cond["experiment"]].get("tags") or {}).get(cond["key"])
+            notes.append(f"{cond['key']} has no value (NaN)" + (f": {tag}" if tag else ""))
+    return notes
+
+
+def _judged(claim: dict, recs: dict[str, dict], timing) -> Side:
+    conds = _conditions(claim)
+    values = [(c, _value(recs[c["experiment"]], c["key"], claim["id"])) for c in conds]
+    checked = [(c, v, _holds(c, v)) for c, v in values]
+    side = Side("reproduced" if all(h for _, _, h in checked) else "not-reproduced", value=values[0][1],
+                records=recs, conditions=checked)
+    side.details += [f"also {_condition_text(*c)}" for c in checked[1:]]
+    side.details += _nan_notes(side)
+    if timing and (shared := shared_gpu(recs.values(), None if timing is True else timing)):
+        side.details.append(shared)
+    return side
+
+
+def reference_side(claim: dict, reference_root: Path, results: Path, config_root: Path | None = None) -> Side:
+    """The claim judged on the committed reference run of each experiment it reads, with what of
+    their code changed since they ran. A CPU experiment (one that reads no GPU's records) is never
+    published for a GPU: beside a GPU experiment's reference run, this machine's paper-scale run of
+    it stands in. no-reference when an experiment has neither."""
+    refs = {}
+    for exp in dict.fromkeys(c["experiment"] for c in _conditions(claim)):
+        ref_dir = find_reference(reference_root, *layout.split(exp))
+        refs[exp] = records.read(ref_dir) if ref_dir else None
+    cpu = [e for e, r in refs.items() if r is None and gpus_needed(e, config_root) == 0]
+    local = []
+    if any(r is not None for r in refs.values()):
+        for exp in cpu:
+            rec = _record(results, exp)
+            if rec is not None and rec["status"] == "ok" and rec["scale"] == "paper":
+                refs[exp], local = rec, [*local, exp]
+    if missing := [e for e, r in refs.items() if r is None]:
+        cpu = [e for e in missing if e in cpu]
+        return Side("no-reference", why="no committed reference run of " + ", ".join(missing) + (
+            f" ({', '.join(cpu)}: a CPU step, which a paper-scale run here stands in for)" if cpu and len(cpu) < len(refs)
+            else ""))
+    if lacking := [f"{c['experiment']} ({commit_of(refs[c['experiment']], short=True)}) has no metric {c['key']!r}"
+                   for c in _conditions(claim) if c["key"] not in refs[c["experiment"]]["metrics"]]:
+        # A committed run made by older code may lack a metric the ledger reads now (its code did not
+        # compute it, or computes it only where a search found a value): no reference value, said so.
+        return Side("no-reference", records=refs, why="the reference run of " + "; ".join(lacking) + (
+            " (its record's tags and tables say why)"))
+    side = _judged(claim, refs, claim.get("timing"))
+    side.details += [f"{exp}: a CPU step, from this machine's paper-scale run" for exp in local]
+    for exp, rec in refs.items():
+        if exp not in local and (stale := stale_code(rec, Path(rec["_dir"]).parents[1])):
+            side.details.append(f"{exp}: {stale}" if len(refs) > 1 else stale)
+    return side
+
+
+def here_side(claim: dict, results: Path) -> Side:
+    """The claim judged on this machine's records: at paper scale against the target; at smoke scale
+    shown, not judged; not run here with each record's reason."""
+    local = {c["experiment"]: _record(results, c["experiment"]) for c in _conditions(claim)}
+    absent = {e: ("not run (no record here)" if r is None else r.get("reason") or r["status"])
+              for e, r in local.items() if r is None or r["status"] != "ok"}
+    if absent:
+        reasons = sorted(set(absent.values()))
+        return Side("not-run-here", why="; ".join(reasons) if len(local) == 1 or len(reasons) == 1 else
+                    "; ".join(f"{e}: {why}" for e, why in absent.items()))
+    if all(r["scale"] == "paper" for r in local.values()):
+        return _judged(claim, local, claim.get("timing"))
+    conds = _conditions(claim)
+    values = [(c, *_smoke_value(local[c["experiment"]]["metrics"], c["key"])) for c in conds]
+    scales = sorted({r["scale"] for r in local.values()})
+    side = Side("smoke", value=values[0][1], records=local, conditions=[(c, v, None) for c, v, _ in values],
+                why=f"ran at {'/'.join(scales)} scale: a check of the code path, not judged against the "
+                    "paper-scale target")
+    side.details += [f"{'/'.join(scales)}-scale value here: {_condition_text(c, v, None)}"
+                     + (f" (an estimate: {ESTIMATE_PREFIX}{c['key']})" if estimated else "")
+                     for c, v, estimated in values if v is not None]
+    return side
+
+
+def _smoke_value(metrics: dict, key: str) -> tuple[float | None, bool]:
+    """A smoke record's value of ``key`` and whether it is an estimate: an experiment that cannot
+    measure on the CPU records its model's estimate under ``est_<key>`` instead (SuperNeurons'
+    memory: the liveness estimate where no CUDA allocator measures), shown as such."""
+    if key in metrics:
+        return metrics[key], False
+    if ESTIMATE_PREFIX + key in metrics:
+        return metrics[ESTIMATE_PREFIX + key], True
+    return None, False
+
+
+def load_mlflow_runs(results: Path) -> tuple[str, dict[str, dict]]:
+    """The MLflow store's URI and its run of each record id, from repro.pipeline.tracking's summary
+    (results/mlflow/ingested.json); ("", {}) where there is none."""
+    path = Path(results) / MLFLOW_SUMMARY
+    if not path.is_file():
+        return "", {}
+    summary = json.loads(path.read_text())
+    return summary.get("uri", ""), summary.get("runs", {})
+
+
+def evaluate(claim: dict, results: Path, reference_root: Path, config_root: Path | None = None,
+             mlflow_runs: dict[str, dict] | None = None) -> dict:
+    """One claim's row: the ledger's fields, both sides' verdicts and values, the records they read,
+    and the details behind them (also-conditions, NaN values, stale code, shared GPUs, smoke values)."""
+    row = {k: "" for k in CSV_COLUMNS}
+    kind = "model" if claim.get("kind") == "model" else "measurement"
+    row.update(claim_id=claim["id"], paper=claim["paper"], statement=claim["statement"],
+               paper_value=_fmt(claim["paper_value"]), unit=claim["unit"], kind=kind,
+               target="" if claim["target"] is None else f"{claim['direction']} {_fmt(claim['target'])}")
+    extra = dict(note=claim.get("note", ""), direction=claim["direction"], target_value=claim["target"],
+                 paper_value_value=claim["paper_value"], paper_unit=claim.get("paper_unit", ""),
+                 reference_value=None, here_value=None, reference_details=[], here_details=[],
+                 reference_records=[], here_records=[], experiments=[])
+    metric = claim.get("metric")
+    if metric is None or not layout.experiment_path(metric["experiment"], config_root).is_file():
+        row.update(verdict="pending", source="not implemented yet", needs=str(claim.get("needs", "")),
+                   reference_verdict="pending", here_verdict="pending", here_why="not implemented yet")
+        return {**row, **extra}
+    row["needs"] = needs_of(claim, config_root)
+    extra["experiments"] = list(dict.fromkeys(c["experiment"] for c in _conditions(claim)))
+    ref, here = reference_side(claim, reference_root, results, config_root), here_side(claim, results)
+    for name, side in (("reference", ref), ("here", here)):
+        extra[f"{name}_value"] = side.value
+        extra[f"{name}_details"] = ([side.why] if side.why and name == "here" else []) + side.details
+        extra[f"{name}_records"] = [record_path(r) for r in side.records.values()]
+        row[f"{name}_verdict"] = side.verdict
+        row[f"{name}_measured"] = _fmt(side.value)
+        if first := side.first:
+            row[f"{name}_record"] = record_path(first)
+            row[f"{name}_run_id"] = first.get("record_id", "")
+    if ref.verdict == "no-reference":
+        extra["reference_details"] = [ref.why]
+    else:
+        row.update(reference_hardware=hardware_of(ref.first), reference_date=(ref.first.get("started") or "")[:10],
+                   reference_commit=commit_of(ref.first, short=True))
+    row.update(here_scale="/".join(sorted({r["scale"] for r in here.records.values()})), here_why=here.why)
+    if here.first and (run := (mlflow_runs or {}).get(here.first.get("record_id", ""))):
+        row["here_mlflow_run"] = run["run_id"]
+    chosen, source = ((here, "this-run") if here.verdict in ("reproduced", "not-reproduced") else
+                      (ref, "reference") if ref.verdict != "no-reference" else (None, "none"))
+    verdict = ("model" if kind == "model" and chosen else
+               here.verdict if source == "this-run" else "not-run-here")
+    row.update(verdict=verdict, source=source)
+    if chosen:
+        first = chosen.first
+        row.update(measured=_fmt(chosen.value), hardware=hardware_of(first), run_id=first["record_id"],
+                   commit=commit_of(first))
+    return {**row, **extra}
+
+
+def shared_gpu(recs, timed_inputs: list[str] | None = None) -> str:
+    """For a timing claim: which of the records it reads (and, for a CPU step, the records that step
+    read; with ``timed_inputs``, only those inputs: the ones whose times the value uses) were
+    measured beside other processes on their GPU (provenance.gpu_sharing), so that the report says
+    the speeds behind the value are shared-GPU speeds ("" when none was, or none says)."""
+    seen, shared = set(), []
+    for rec in recs:
+        inputs = named_input_records(rec, Path(rec["_dir"]).parents[1]) if "_dir" in rec else None
+        inputs = [r for name, r in (inputs or {}).items() if timed_inputs is None or name in timed_inputs]
+        for r in [rec, *inputs]:
+            n = records.gpu_neighbours(r) or 0
+            if n > 0 and r["experiment"] not in seen:
+                seen.add(r["experiment"])
+                shared.append(f"{r['experiment']} (up to {n})")
+    return ("records it read that ran while other processes shared their GPU: " + ", ".join(shared) +
+            " neighbours; their times are shared-GPU times") if shared else ""
+
+
+def build(ledger: Path, results: Path, reference_root: Path, config_root: Path | None = None) -> pd.DataFrame:
+    """Every claim's row (evaluate), the claims.csv columns first."""
+    _, runs = load_mlflow_runs(results)
+    rows = [evaluate(c, results, reference_root, config_root, runs) for c in load_ledger(ledger)]
+    frame = pd.DataFrame(rows)
+    return frame[CSV_COLUMNS + [c for c in frame.columns if c not in CSV_COLUMNS]] if rows else \
+        pd.DataFrame(columns=CSV_COLUMNS + ["note"])
+
+
+def tally(df: pd.DataFrame, side: str) -> dict[str, int]:
+    """How many measured claims (model rows apart) have each verdict on ``side`` (reference or here),
+    and the model rows' verdicts under ``model <verdict>``."""
+    verdicts = REFERENCE_VERDICTS if side == "reference" else HERE_VERDICTS
+    counts = {v: 0 for v in verdicts} | {f"model {v}": 0 for v in verdicts if v != "pending"}
+    for kind, verdict in zip(df["kind"], df[f"{side}_verdict"]):
+        counts[f"model {verdict}" if kind == "model" and verdict != "pending" else verdict] += 1
+    return counts

@@ -1,0 +1,236 @@
+"""What both claims reports show (repro.report.html_page, repro.report.markdown_page), computed once from the
+claims table (repro.report.claims.build), the experiment runs and the tests (repro.report.artifact): the verdicts'
+labels and counts, the per-paper summary, notes split into their short part and the rest, and each
+record's provenance in a line.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from repro import layout
+from repro.report import artifact
+from repro.report.claims import tally
+
+LABELS = {"reproduced": "reproduced", "not-reproduced": "not reproduced", "no-reference": "no committed run",
+          "smoke": "smoke run (not judged)", "not-run-here": "not run here", "pending": "pending"}
+MODEL_LABELS = {"reproduced": "model: meets target", "not-reproduced": "model: misses target"}
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'`])")
+
+
+def split_note(note: str, sentences: int = 2) -> tuple[str, str]:
+    """The first ``sentences`` sentences of a ledger note, and the rest ("" when there is none)."""
+    parts = _SENTENCE.split(note.strip()) if note else []
+    return " ".join(parts[:sentences]), " ".join(parts[sentences:])
+
+
+def fmt_value(x) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    return f"{x:.4g}" if isinstance(x, float) else str(x)
+
+
+def fmt_seconds(s) -> str:
+    if s is None or (isinstance(s, float) and math.isnan(s)):
+        return ""
+    return f"{s:.0f} s" if s < 600 else f"{s / 60:.0f} min"
+
+
+def fmt_bytes(n: int) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def verdict_label(verdict: str, kind: str) -> str:
+    return MODEL_LABELS.get(verdict, LABELS.get(verdict, verdict)) if kind == "model" else LABELS.get(verdict, verdict)
+
+
+def _sharing(prov: dict) -> str:
+    sharing = prov.get("gpu_sharing")
+    if not prov.get("gpu_name"):
+        return "CPU step"
+    if not isinstance(sharing, dict):
+        return "GPU sharing not measured"
+    n = sharing.get("gpu_neighbours_max")
+    return "GPU sharing unknown" if n is None else "alone on its GPU" if n == 0 else f"GPU shared with up to {n} other processes"
+
+
+def provenance_line(prov: dict) -> str:
+    """GPU, driver, CUDA, torch and GPU sharing of a record, in one line."""
+    packages = prov.get("packages") or {}
+    parts = [prov.get("gpu_name") or f"CPU {prov.get('cpu_model') or prov.get('cpu') or ''}".strip(),
+             prov.get("driver") and f"driver {prov['driver']}", prov.get("cuda") and f"CUDA {prov['cuda']}",
+             packages.get("torch") and f"torch {packages['torch']}", _sharing(prov)]
+    return " \u00b7 ".join(p for p in parts if p)
+
+
+def provenance_items(run: dict) -> list[tuple[str, str]]:
+    """The rest of a record's provenance, as (name, value) rows."""
+    prov = run["provenance"]
+    packages = ", ".join(f"{k} {v}" for k, v in sorted((prov.get("packages") or {}).items()))
+    items = [("record", run["path"]), ("record id", run["record_id"]), ("started", run["started"]),
+             ("commit", (prov.get("commit") or "") + (" (dirty)" if prov.get("dirty") else "")),
+             ("host", prov.get("hostname", "")), ("packages", packages), ("python", prov.get("python", "")),
+             ("platform", prov.get("platform", "")), ("GPU UUID", prov.get("gpu_uuid", "")),
+             ("config hash", prov.get("config_hash", "")), ("code files", str(len(prov.get("code") or {})) or "")]
+    return [(k, str(v)) for k, v in items if v]
+
+
+@dataclass
+class Context:
+    """Everything both reports show, computed once."""
+
+    df: pd.DataFrame
+    out: Path
+    figures: list[Path]
+    here_runs: dict[str, dict]
+    reference_runs: dict[str, dict]
+    tests: artifact.TestSuite | None
+    badges: list[artifact.Badge]
+    mlflow_uri: str
+    mlflow_runs: dict[str, dict]
+    results: Path
+
+    def rel(self, path) -> str:
+        """``path`` relative to the report's folder (the links work where the report lies)."""
+        return Path(os.path.relpath(Path(path).resolve(), self.out.resolve())).as_posix()
+
+    def mlflow_link(self, record_id: str) -> str:
+        run = self.mlflow_runs.get(record_id)
+        if not run:
+            return ""
+        base = self.mlflow_uri if self.mlflow_uri.startswith("http") else "http://127.0.0.1:5000"
+        return f"{base.rstrip('/')}/#/experiments/{run['experiment_id']}/runs/{run['run_id']}"
+
+
+def machine_here(runs: dict[str, dict], results: Path) -> str:
+    """This machine as its runs describe it: host, hardware and scales (or that none ran here)."""
+    if not runs:
+        return f"no runs under {results}"
+    hosts = sorted({r["provenance"].get("hostname", "?") for r in runs.values()})
+    gpus = sorted({r["provenance"].get("gpu_name") for r in runs.values() if r["provenance"].get("gpu_name")})
+    cpu = next((r["provenance"].get("cpu_model") for r in runs.values() if r["provenance"].get("cpu_model")), "")
+    scales = sorted({r["scale"] for r in runs.values() if r["status"] == "ok"})
+    hardware = ", ".join(gpus) if gpus else f"CPU {cpu}".strip()
+    return f"host {', '.join(hosts)}, {hardware}, {'/'.join(scales) or 'no finished'} scale"
+
+
+def machine_name(hardware: str) -> str:
+    """A record's hardware as the machine that made the numbers (a CPU step over one GPU's records is that GPU's)."""
+    return hardware.replace(" (CPU step over its records)", "")
+
+
+def by_reference_machine(df: pd.DataFrame) -> list[tuple[str, int, int]]:
+    """(machine, claims held, claims missed) for each reference machine, most claims first."""
+    judged = df[df.reference_verdict.isin(["reproduced", "not-reproduced"])]
+    rows = [(name, int((g.reference_verdict == "reproduced").sum()), int((g.reference_verdict == "not-reproduced").sum()))
+            for name, g in judged.groupby(judged.reference_hardware.map(machine_name))]
+    return sorted(rows, key=lambda r: -(r[1] + r[2]))
+
+
+def reference_machine(df: pd.DataFrame) -> str:
+    hardware = sorted({machine_name(h) for h in df.reference_hardware if h})
+    dates = sorted(d for d in df.reference_date if d)
+    span = f"committed runs of {dates[0]}" + (f" to {dates[-1]}" if dates[-1] != dates[0] else "") if dates else "no committed runs"
+    return f"{', '.join(hardware) or 'none'}; {span}"
+
+
+def summary_lines(ctx: Context) -> tuple[str, str]:
+    """The two verdicts' counts, one sentence each (the reference machine's, this machine's)."""
+    ref, here = tally(ctx.df, "reference"), tally(ctx.df, "here")
+    measured = int((ctx.df.kind != "model").sum())
+    models = int((ctx.df.kind == "model").sum())
+
+    def models_part(t):
+        if not models:
+            return ""
+        shown = {k[len("model "):]: n for k, n in t.items() if k.startswith("model ") and n}
+        return "; model rows: " + ", ".join(f"{n} {MODEL_LABELS.get(v, LABELS[v]).replace('model: ', '')}"
+                                            for v, n in shown.items())
+
+    reference = (f"On the reference machine ({reference_machine(ctx.df)}): {ref['reproduced']} of {measured} measured "
+                 f"claims reproduced, {ref['not-reproduced']} not reproduced, {ref['no-reference']} with no committed "
+                 f"run, {ref['pending']} pending" + models_part(ref) + ".")
+    here_line = (f"Here ({machine_here(ctx.here_runs, ctx.results)}): {here['reproduced']} reproduced, "
+                 f"{here['not-reproduced']} not reproduced, {here['smoke']} ran at smoke scale (not judged), "
+                 f"{here['not-run-here']} not run here, {here['pending']} pending" + models_part(here) + ".")
+    return reference, here_line
+
+
+def per_paper(df: pd.DataFrame) -> pd.DataFrame:
+    """Per paper (ledger order): its claims, how many hold / miss / have no committed run on the
+    reference machine and hold / miss / ran at smoke scale / did not run here, and the reference hardware."""
+    rows = []
+    for paper, group in df.groupby("paper", sort=False):
+        kinds = group.kind.value_counts()
+        ref, here = group.reference_verdict, group.here_verdict
+        rows.append({"paper": paper,
+                     "claims": f"{len(group)}" + ("" if set(kinds.index) == {"measurement"} else
+                                                  f" ({', '.join(f'{n} {k}' for k, n in kinds.items())})"),
+                     "reference: held / missed / no run": f"{(ref == 'reproduced').sum()} / "
+                                                         f"{(ref == 'not-reproduced').sum()} / {(ref == 'no-reference').sum()}",
+                     "here: held / missed / smoke / not run": f"{(here == 'reproduced').sum()} / "
+                                                              f"{(here == 'not-reproduced').sum()} / {(here == 'smoke').sum()} / "
+                                                              f"{(here == 'not-run-here').sum()}",
+                     "pending": int((here == "pending").sum()),
+                     "reference hardware": ", ".join(sorted({machine_name(h) for h in group.reference_hardware if h}))
+                                           or "-"})
+    return pd.DataFrame(rows)
+
+
+def figure_key(path: Path) -> str:
+    return f"{path.parent.name}/{path.stem}"
+
+
+def figure_source(ctx: Context, path: Path) -> str:
+    key = figure_key(path)
+    if Path(ctx.results).resolve() in path.resolve().parents:
+        run = ctx.here_runs.get(key)
+        return f"this run, {run['scale']} scale" if run and run["status"] == "ok" else "reference run, drawn here"
+    return "reference run"
+
+
+def paper_page(experiments: list[str]) -> Path | None:
+    if not experiments:
+        return None
+    page = layout.REPO_ROOT / "docs" / "papers" / f"{layout.split(experiments[0])[0]}.md"
+    return page if page.is_file() else None
+
+
+def runs_rows(ctx: Context) -> list[dict]:
+    """One row per experiment: its reference run and its run here (artifact.experiment_runs)."""
+    return [dict(experiment=e, reference=ctx.reference_runs.get(e), here=ctx.here_runs.get(e))
+            for e in sorted({*ctx.reference_runs, *ctx.here_runs})]
+
+
+def cost(run: dict) -> tuple[str, str]:
+    points = run.get("points") or {}
+    time = fmt_seconds((run["duration_s"] or 0) + points.get("duration_s", 0)) if run["duration_s"] is not None else ""
+    disk = fmt_bytes(run["disk_bytes"] + points.get("disk_bytes", 0))
+    if points.get("n"):
+        time += f" (with {points['n']} points)"
+    return time, disk
+
+
+def totals(runs: dict[str, dict]) -> str:
+    seconds = sum((r["duration_s"] or 0) + r["points"]["duration_s"] for r in runs.values())
+    disk = sum(r["disk_bytes"] + r["points"]["disk_bytes"] for r in runs.values())
+    return f"{len(runs)} experiments, {fmt_seconds(seconds)}, {fmt_bytes(disk)}"
+
+
+COMMANDS = [("make", "set up .venv, then the whole DAG: paper scale with a CUDA GPU, smoke scale without"),
+            ("make test", "the tests; writes results/tests/junit.xml, which this report reads"),
+            ("python -m repro.pipeline.run experiment=<paper>/<name> scale=paper", "one experiment by hand (Hydra)"),
+            ("snakemake --cores all results/figures/<paper>/<name>.png", "one figure and only what it needs"),
+            ("snakemake --cores all results/claims/report.html", "this report"),
+            ("python -m repro.pipeline.reference status --stale", "the committed records whose code changed since they ran")]
