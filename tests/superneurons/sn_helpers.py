@@ -14,7 +14,8 @@ from torch.utils._pytree import tree_flatten
 
 from repro.models import build_model
 from repro.papers.superneurons.liveness import _signature, frozen_batchnorm_stats, mutates_input
-from repro.papers.superneurons.runtime import RuntimeConfig, SuperNeuronsModel, make_plan
+from repro.papers.superneurons.plan import RuntimeConfig, make_plan
+from repro.papers.superneurons.runtime import SuperNeuronsModel
 from repro.papers.superneurons.sgd_in_backward import SGDInBackward
 from repro.papers.superneurons.tensor_pool import TensorPool
 

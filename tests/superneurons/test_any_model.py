@@ -16,7 +16,8 @@ import torch.nn.functional as F
 from any_models import ANY, any_model, loss_fn
 from sn_helpers import max_rel_diff
 from repro.papers.superneurons.liveness import UnsupportedModel, profile_units
-from repro.papers.superneurons.runtime import RuntimeConfig, SuperNeuronsHooks, SuperNeuronsModel
+from repro.papers.superneurons.plan import RuntimeConfig
+from repro.papers.superneurons.runtime import SuperNeuronsHooks, SuperNeuronsModel
 from repro.papers.superneurons.units import find_units, trace
 
 CONFIGS = {

@@ -14,7 +14,7 @@ import torch
 from any_models import ANY, GPU
 from sn_helpers import max_rel_diff
 from test_any_model import CONFIGS, TOLERANCE, one_step
-from repro.papers.superneurons.runtime import RuntimeConfig
+from repro.papers.superneurons.plan import RuntimeConfig
 from sn_helpers import deterministic  # noqa: F401  (an autouse fixture: cuDNN deterministic)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]

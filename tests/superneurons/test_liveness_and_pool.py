@@ -103,7 +103,8 @@ def test_module_buffers_and_parameters_stay_out_of_the_pool():
     """Batch-norm running statistics are saved by batch_norm and updated in place by it: the pool must not
     hold copies of them (nor of parameters); only activations go in."""
     from any_models import any_model
-    from repro.papers.superneurons.runtime import RuntimeConfig, SuperNeuronsModel
+    from repro.papers.superneurons.plan import RuntimeConfig
+    from repro.papers.superneurons.runtime import SuperNeuronsModel
     model, x, y = any_model("tv_resnet")
     wrapped = SuperNeuronsModel(model, RuntimeConfig(recompute="off", pool=True, pool_budget_bytes=0,
                                                      min_offload_bytes=0))

@@ -19,8 +19,9 @@ from repro.papers.superneurons.arms import runtime_config
 from repro.papers.superneurons.liveness import (flatten_units, plain_dynamic_estimate, profile_units,
                                          saved_bytes_between)
 from repro.papers.superneurons.probe import WSCAP_ENV, ProbeSpec, probe_env, run_isolated, run_probe
-from repro.papers.superneurons.runtime import (BudgetUnreachable, BudgetWarning, RuntimeConfig, SuperNeuronsModel, estimate,
-                                        make_plan, memory_steps, merge_recomputed)
+from repro.papers.superneurons.plan import (BudgetUnreachable, BudgetWarning, RuntimeConfig, estimate, make_plan,
+                                            memory_steps, merge_recomputed)
+from repro.papers.superneurons.runtime import SuperNeuronsModel
 from repro.papers.superneurons.tensor_pool import TensorPool
 
 

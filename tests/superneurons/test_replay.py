@@ -15,7 +15,7 @@ import torch
 from any_models import ANY, any_model, loss_fn
 from sn_helpers import replay_step, tiny
 from repro.models import build_model
-from repro.papers.superneurons.runtime import BudgetWarning, RuntimeConfig, prefetch_schedule
+from repro.papers.superneurons.plan import BudgetWarning, RuntimeConfig, prefetch_schedule
 from repro.papers.superneurons.tensor_pool import TensorPool
 
 SLACK = 1024  # bytes the estimate leaves out: the loss, the scalar roots of backward calls

@@ -14,8 +14,9 @@ from sn_helpers import grads_after_one_backward, max_diff, tiny, train_both
 from repro.models import build_model
 from repro.papers.superneurons.liveness import (UnsupportedModel, flatten_units, largest_need, largest_working_set,
                                          profile_units)
-from repro.papers.superneurons.runtime import (BudgetWarning, RuntimeConfig, SuperNeuronsHooks, SuperNeuronsModel,
-                                        _seg_memory_ws, _seg_speed_ws, cut_segments, estimate)
+from repro.papers.superneurons.plan import (BudgetWarning, RuntimeConfig, _seg_memory_ws, _seg_speed_ws, cut_segments,
+                                            estimate)
+from repro.papers.superneurons.runtime import SuperNeuronsHooks, SuperNeuronsModel
 
 CONFIGS = {
     "recompute_speed": RuntimeConfig(recompute="all", strategy="speed", pool=True, pool_budget_bytes=0),

@@ -14,7 +14,8 @@ from sn_helpers import grads_after_one_backward, max_diff, max_rel_diff, train_b
 from repro.models import build_model
 from repro.papers.superneurons.liveness import flatten_units, profile_units
 from repro.papers.superneurons.probe import ProbeSpec, run_isolated, run_probe
-from repro.papers.superneurons.runtime import BudgetWarning, RuntimeConfig, SuperNeuronsModel, make_plan
+from repro.papers.superneurons.plan import BudgetWarning, RuntimeConfig, make_plan
+from repro.papers.superneurons.runtime import SuperNeuronsModel
 from repro.papers.superneurons.tensor_pool import TensorPool
 from sn_helpers import deterministic  # noqa: F401  (an autouse fixture: cuDNN deterministic)
 

@@ -7,7 +7,8 @@ import torch
 
 from repro.data.synthetic import synthetic_split
 from repro.models import build_model
-from repro.papers.superneurons.runtime import RuntimeConfig, SuperNeuronsHooks
+from repro.papers.superneurons.plan import RuntimeConfig
+from repro.papers.superneurons.runtime import SuperNeuronsHooks
 from repro.train import TrainConfig, train
 
 

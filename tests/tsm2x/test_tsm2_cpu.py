@@ -16,7 +16,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from repro.experiment import load_entry
-from repro.papers.tsm2x import bench, figures, tsm2
+from repro.papers.tsm2x import experiment as bench, figures, tsm2
 from repro.papers.tsm2x.tuner import CUBLAS, Tuner
 
 from conftest import REPO, experiment_cfg
@@ -238,7 +238,7 @@ def test_torch_host_tensor_is_rejected():
 
 
 def test_modules_do_not_import_cupy_at_load():
-    code = ("import sys; import repro.papers.tsm2x.bench, repro.papers.tsm2x.tuner, repro.papers.tsm2x.tsm2, repro.papers.tsm2x.figures; "
+    code = ("import sys; import repro.papers.tsm2x.experiment, repro.papers.tsm2x.tuner, repro.papers.tsm2x.tsm2, repro.papers.tsm2x.figures; "
             "assert 'cupy' not in sys.modules, 'cupy imported at module load'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

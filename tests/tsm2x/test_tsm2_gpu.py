@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 cupy = pytest.importorskip("cupy")
 
 from repro.experiment import Context  # noqa: E402
-from repro.papers.tsm2x import bench, figures, tsm2  # noqa: E402
+from repro.papers.tsm2x import experiment as bench, figures, tsm2  # noqa: E402
 from repro.papers.tsm2x.tuner import CUBLAS, Tuner, cublas_call, dispatch, gpu_name  # noqa: E402
 from conftest import built_kernels  # noqa: E402
 

@@ -238,7 +238,7 @@ def computes_the_same(rel: str, commit: str) -> bool:
     if rel.endswith(".py"):
         old = _at_commit(commit, rel)
         if old is None:
-            return False
+            return _split_off(rel, commit)
         try:
             defs = definitions(old)
         except SyntaxError:
@@ -256,6 +256,29 @@ def computes_the_same(rel: str, commit: str) -> bool:
         return (str(old.get("entry", "")).rpartition(":")[2] == str(now.get("entry", "")).rpartition(":")[2]
                 and all(old.get(k) == now.get(k) for k in ("params", "smoke")))
     return False
+
+
+def _split_off(rel: str, commit: str) -> bool:
+    """Whether a Python file that did not exist at ``commit`` holds only definitions that its package
+    folder had then, unchanged (a module split off another, e.g. superneurons' plan from its runtime)."""
+    path = REPO_ROOT / layout.current_path(rel)
+    folder = Path(layout.former_path(layout.current_path(rel))).parent.as_posix()
+    listing = _git("ls-tree", "--name-only", commit, f"{folder}/") if commit and commit != "unknown" else None
+    try:
+        now = definitions(path.read_text())
+    except (OSError, SyntaxError, ValueError):
+        return False
+    if not listing or not now:
+        return False
+    then: dict[str, set[str]] = {}
+    for name in listing.splitlines():
+        if name.endswith(".py") and (text := _git("show", f"{commit}:{name}")) is not None:
+            try:
+                for key, digest in definitions(text).items():
+                    then.setdefault(key, set()).add(digest)
+            except SyntaxError:
+                continue
+    return all(digest in then.get(key, ()) for key, digest in now.items())
 
 
 # modules that run, record and report but compute no number of a record: the spine's bookkeeping

@@ -41,7 +41,8 @@ from torch.utils.checkpoint import CheckpointPolicy, checkpoint, checkpoint_sequ
 from repro.papers.superneurons.liveness import (UnitProfile, flatten_units, frozen_batchnorm_stats, largest_working_set,
                                          mutates_input, param_bytes, plain_dynamic_estimate, saved_bytes_between,
                                          tensor_bytes)
-from repro.papers.superneurons.runtime import RuntimeConfig, SuperNeuronsModel
+from repro.papers.superneurons.plan import RuntimeConfig
+from repro.papers.superneurons.runtime import SuperNeuronsModel
 from repro.papers.superneurons.units import find_units
 from repro.papers.superneurons.sgd_in_backward import SGDInBackward
 

@@ -46,7 +46,7 @@ def storable(t: torch.Tensor) -> torch.Tensor:
     """``t`` itself when its elements fill its storage span without gaps or overlaps (any order of
     dimensions: a transposed or channels-last tensor), else a dense copy in the same order of strides.
     The copy to the host and back keeps these strides, so backward sees the saved tensor in the layout
-    it was saved in. Measured on the H200 (session 13, tools/debug/sn_pool_diag.py): making the saved
+    it was saved in. Measured on the H200 (docs/gpu-notes.md, the pool_saved gradient fault): making the saved
     batch-first LSTM output (strides (256, 2048, 1)) or autocast's transposed bf16 weights contiguous
     gave gradients up to 0.45 off plain autograd, keeping their strides gave 0 difference; so some
     backward depends on the saved tensor's strides, not only on its values."""
