@@ -260,15 +260,19 @@ def computes_the_same(rel: str, commit: str) -> bool:
 
 def _split_off(rel: str, commit: str) -> bool:
     """Whether a Python file that did not exist at ``commit`` holds only definitions that its package
-    folder had then, unchanged (a module split off another, e.g. superneurons' plan from its runtime)."""
+    folder had then, unchanged (a module split off another, e.g. superneurons' plan from its runtime),
+    or none at all (a new package's __init__.py)."""
     path = REPO_ROOT / layout.current_path(rel)
     folder = Path(layout.former_path(layout.current_path(rel))).parent.as_posix()
     listing = _git("ls-tree", "--name-only", commit, f"{folder}/") if commit and commit != "unknown" else None
     try:
-        now = definitions(path.read_text())
+        text = path.read_text()
+        now = definitions(text)
+        if all(isinstance(node, ast.Pass) for node in _syntax(text).body):
+            return True  # a docstring alone (a new package's __init__.py) computes nothing
     except (OSError, SyntaxError, ValueError):
         return False
-    if not listing or not now:
+    if not listing:
         return False
     then: dict[str, set[str]] = {}
     for name in listing.splitlines():
