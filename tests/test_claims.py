@@ -283,3 +283,42 @@ def test_ledger_refuses_a_bad_timing_field(tmp_path, timing):
     (tmp_path / "l.yaml").write_text(yaml.safe_dump({"claims": [claim]}))
     with pytest.raises(claims.LedgerError, match="timing must be"):
         claims.load_ledger(tmp_path / "l.yaml")
+
+
+def test_references_of_two_cards_are_judged_apart(tmp_path):
+    """A ratio never mixes two cards' records: each card's runs judge the claim on their own, the first
+    card that can judge it gives the row's verdict and the others are named beside it, a card whose run
+    lacks the metric gives way to one that has it, and a claim whose experiments no one card has all of
+    has no reference value, saying which card has which."""
+    config = tmp_path / "config"
+    for e in ("k/a", "k/b"):
+        (config / "experiment" / "k").mkdir(parents=True, exist_ok=True)
+        (config / "experiment" / f"{e}.yaml").write_text(f"name: {e[2:]}\npaper: k\ngpus: 1\n")
+    common = dict(paper="P", statement="s", paper_value=2.0, unit="x", target=1.5, direction=">=")
+    ledger = tmp_path / "claims.yaml"
+    ledger.write_text(yaml.safe_dump({"claims": [
+        {**common, "id": "both", "metric": {"experiment": "k/a", "key": "speedup"}},
+        {**common, "id": "lacks", "metric": {"experiment": "k/a", "key": "ratio"}},
+        {**common, "id": "mixed", "metric": {"experiment": "k/a", "key": "speedup"},
+         "also": [{"experiment": "k/b", "key": "speedup", "target": 1.0, "direction": ">="}]},
+    ]}))
+    ref = tmp_path / "reference"
+    _write(ref / "nvidia-h200", "k", "a", {"speedup": 1.7})
+    _write(ref / "nvidia-h100-80gb-hbm3", "k", "a", {"speedup": 1.2, "ratio": 2.5}, gpu="NVIDIA H100 80GB HBM3")
+    _write(ref / "nvidia-h100-80gb-hbm3", "k", "b", {"speedup": 1.1}, gpu="NVIDIA H100 80GB HBM3")
+    df = claims.build(ledger, tmp_path / "results", ref, config).set_index("claim_id")
+    both = df.loc["both"]
+    assert (both.reference_verdict, both.reference_measured, both.reference_hardware) == ("reproduced", "1.7", "NVIDIA H200")
+    assert any(d.startswith("on NVIDIA H100 80GB HBM3: 1.2 (not reproduced") for d in both.reference_details)
+    assert both.reference_cards == {"nvidia-h100-80gb-hbm3": {"verdict": "not-reproduced", "value": 1.2,
+                                                              "hardware": "NVIDIA H100 80GB HBM3"}}
+    lacks = df.loc["lacks"]  # the H200's run has no "ratio": the H100's judges it, the H200's is named
+    assert (lacks.reference_verdict, lacks.reference_hardware) == ("reproduced", "NVIDIA H100 80GB HBM3")
+    assert any(d.startswith("on NVIDIA H200: no value") and "has no metric 'ratio'" in d for d in lacks.reference_details)
+    mixed = df.loc["mixed"]  # only the H100 has k/b: judged there alone, never H200's k/a beside H100's k/b
+    assert (mixed.reference_verdict, mixed.reference_hardware) == ("not-reproduced", "NVIDIA H100 80GB HBM3")
+    assert mixed.reference_measured == "1.2"
+    (ref / "nvidia-h100-80gb-hbm3" / "k" / "a" / "record.json").unlink()
+    mixed = claims.build(ledger, tmp_path / "results", ref, config).set_index("claim_id").loc["mixed"]
+    assert mixed.reference_verdict == "no-reference"
+    assert "no one card has them all (nvidia-h200: k/a; nvidia-h100-80gb-hbm3: k/b)" in mixed.reference_details[0]

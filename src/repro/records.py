@@ -102,13 +102,21 @@ def find(root: Path) -> list[Path]:
 DEFAULT_ORDER = ("nvidia-h200",)  # the reference machine whose run a report shows first
 
 
-def find_reference(reference_root: Path, paper: str, experiment: str) -> Path | None:
-    """The reference run folder of paper/experiment, preferring the H200's."""
+def reference_slugs(reference_root: Path) -> list[str]:
+    """The machines with committed reference runs (results/reference/<slug>/), DEFAULT_ORDER's first."""
     root = Path(reference_root)
     if not root.is_dir():
-        return None
+        return []
     slugs = [s for s in DEFAULT_ORDER if (root / s).is_dir()]
-    slugs += sorted(p.name for p in root.iterdir() if p.is_dir() and p.name not in slugs)
+    return slugs + sorted(p.name for p in root.iterdir() if p.is_dir() and p.name not in slugs)
+
+
+def find_reference(reference_root: Path, paper: str, experiment: str, gpu: str | None = None) -> Path | None:
+    """The reference run folder of paper/experiment: on card ``gpu`` (a slug, e.g. nvidia-h100; a CPU
+    step's run, published under cpu/, serves every card), or without one the first machine of
+    reference_slugs that has it."""
+    root = Path(reference_root)
+    slugs = reference_slugs(root) if gpu is None else [gpu, "cpu"]
     for slug in slugs:
         candidate = root / slug / paper / experiment
         if (candidate / RECORD_NAME).exists():

@@ -223,14 +223,58 @@ def _judged(claim: dict, recs: dict[str, dict], timing) -> Side:
     return side
 
 
-def reference_side(claim: dict, reference_root: Path, results: Path, config_root: Path | None = None) -> Side:
-    """The claim judged on the committed reference run of each experiment it reads, with what of
+def card_sides(claim: dict, reference_root: Path, results: Path, config_root: Path | None = None) -> dict:
+    """The claim judged on each card's committed reference runs: {slug: Side}, the cards in
+    records.reference_slugs' order (cpu/ is not a card: its CPU steps serve every card)."""
+    cards = [s for s in records.reference_slugs(reference_root) if s != "cpu"]
+    return {card: _reference_side_on(claim, reference_root, results, config_root, card) for card in cards}
+
+
+def reference_side(claim: dict, reference_root: Path, results: Path, config_root: Path | None = None,
+                   gpu: str | None = None, sides: dict | None = None) -> Side:
+    """The claim judged on the committed reference runs of one card (``gpu``, a slug; without one, the
+    first card of records.reference_slugs that has a run of every experiment the claim reads): a
+    ratio never mixes two cards' records. CPU steps published under cpu/ serve every card. See
+    _reference_side_on for the rest; no-reference, naming what each card has, where no card has them
+    all."""
+    if gpu is not None:
+        return _reference_side_on(claim, reference_root, results, config_root, gpu)
+    sides = card_sides(claim, reference_root, results, config_root) if sides is None else sides
+    cards = list(sides)
+    if not sides:
+        return _reference_side_on(claim, reference_root, results, config_root, None)
+    for card, side in sides.items():  # the first card that judges it, else the first with its runs
+        if side.verdict in ("reproduced", "not-reproduced"):
+            return side
+    for card, side in sides.items():
+        if side.records:
+            return side
+    first = next(iter(sides.values()))
+    partial = {card: [e for e in dict.fromkeys(c["experiment"] for c in _conditions(claim))
+                      if find_reference(reference_root, *layout.split(e), gpu=card)] for card in cards}
+    if sum(bool(found) for found in partial.values()) > 1:
+        first.why += "; no one card has them all (" + "; ".join(
+            f"{card}: {', '.join(found)}" for card, found in partial.items() if found) + ")"
+    return first
+
+
+def reference_cards(claim: dict, reference_root: Path, results: Path, config_root: Path | None = None,
+                    sides: dict | None = None) -> dict:
+    """The claim judged on every card that has its own run of the experiments it reads: {slug: Side}."""
+    sides = card_sides(claim, reference_root, results, config_root) if sides is None else sides
+    return {card: side for card, side in sides.items() if side.verdict in ("reproduced", "not-reproduced")
+            and any(Path(r["_dir"]).is_relative_to(Path(reference_root) / card) for r in side.records.values())}
+
+
+def _reference_side_on(claim: dict, reference_root: Path, results: Path, config_root: Path | None,
+                       gpu: str | None) -> Side:
+    """The claim judged on one card's committed reference run of each experiment it reads, with what of
     their code changed since they ran. A CPU experiment (one that reads no GPU's records) is never
     published for a GPU: beside a GPU experiment's reference run, this machine's paper-scale run of
     it stands in. no-reference when an experiment has neither."""
     refs = {}
     for exp in dict.fromkeys(c["experiment"] for c in _conditions(claim)):
-        ref_dir = find_reference(reference_root, *layout.split(exp))
+        ref_dir = find_reference(reference_root, *layout.split(exp), gpu=gpu)
         refs[exp] = records.read(ref_dir) if ref_dir else None
     cpu = [e for e, r in refs.items() if r is None and gpus_needed(e, config_root) == 0]
     local = []
@@ -323,7 +367,17 @@ def evaluate(claim: dict, results: Path, reference_root: Path, config_root: Path
         return {**row, **extra}
     row["needs"] = needs_of(claim, config_root)
     extra["experiments"] = list(dict.fromkeys(c["experiment"] for c in _conditions(claim)))
-    ref, here = reference_side(claim, reference_root, results, config_root), here_side(claim, results)
+    sides = card_sides(claim, reference_root, results, config_root)
+    ref = reference_side(claim, reference_root, results, config_root, sides=sides)
+    here = here_side(claim, results)
+    if others := {card: side for card, side in reference_cards(claim, reference_root, results, config_root, sides).items()
+                  if ref.first is None or side.first is None or side.first["_dir"] != ref.first["_dir"]}:
+        extra["reference_cards"] = {card: dict(verdict=side.verdict, value=side.value, hardware=hardware_of(side.first))
+                                    for card, side in others.items()}
+        ref.details += [f"on {hardware_of(side.first)}: {_fmt(side.value)} ({side.verdict.replace('-', ' ')}; "
+                        f"{record_path(side.first)})" for side in others.values()]
+    ref.details += [f"on {hardware_of(side.first)}: no value ({side.why})" for side in sides.values()
+                    if side.verdict == "no-reference" and side.records and side is not ref]
     for name, side in (("reference", ref), ("here", here)):
         extra[f"{name}_value"] = side.value
         extra[f"{name}_details"] = ([side.why] if side.why and name == "here" else []) + side.details
@@ -334,7 +388,7 @@ def evaluate(claim: dict, results: Path, reference_root: Path, config_root: Path
             row[f"{name}_record"] = record_path(first)
             row[f"{name}_run_id"] = first.get("record_id", "")
     if ref.verdict == "no-reference":
-        extra["reference_details"] = [ref.why]
+        extra["reference_details"] = [ref.why, *ref.details]
     else:
         row.update(reference_hardware=hardware_of(ref.first), reference_date=(ref.first.get("started") or "")[:10],
                    reference_commit=commit_of(ref.first, short=True))
