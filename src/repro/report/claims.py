@@ -223,26 +223,28 @@ def _judged(claim: dict, recs: dict[str, dict], timing) -> Side:
     return side
 
 
-def card_sides(claim: dict, reference_root: Path, results: Path, config_root: Path | None = None) -> dict:
+def card_sides(claim: dict, reference_root: Path, results: Path, config_root: Path | None = None,
+               check_code: bool = True) -> dict:
     """The claim judged on each card's committed reference runs: {slug: Side}, the cards in
     records.reference_slugs' order (cpu/ is not a card: its CPU steps serve every card)."""
     cards = [s for s in records.reference_slugs(reference_root) if s != "cpu"]
-    return {card: _reference_side_on(claim, reference_root, results, config_root, card) for card in cards}
+    return {card: _reference_side_on(claim, reference_root, results, config_root, card, check_code) for card in cards}
 
 
 def reference_side(claim: dict, reference_root: Path, results: Path, config_root: Path | None = None,
-                   gpu: str | None = None, sides: dict | None = None) -> Side:
+                   gpu: str | None = None, sides: dict | None = None, check_code: bool = True) -> Side:
     """The claim judged on the committed reference runs of one card (``gpu``, a slug; without one, the
     first card of records.reference_slugs that has a run of every experiment the claim reads): a
     ratio never mixes two cards' records. CPU steps published under cpu/ serve every card. See
     _reference_side_on for the rest; no-reference, naming what each card has, where no card has them
-    all."""
+    all. check_code=False leaves out the check of which code changed since the runs (a table that
+    shows only verdicts and values, e.g. the README's, needs no source digests)."""
     if gpu is not None:
-        return _reference_side_on(claim, reference_root, results, config_root, gpu)
-    sides = card_sides(claim, reference_root, results, config_root) if sides is None else sides
+        return _reference_side_on(claim, reference_root, results, config_root, gpu, check_code)
+    sides = card_sides(claim, reference_root, results, config_root, check_code) if sides is None else sides
     cards = list(sides)
     if not sides:
-        return _reference_side_on(claim, reference_root, results, config_root, None)
+        return _reference_side_on(claim, reference_root, results, config_root, None, check_code)
     for card, side in sides.items():  # the first card that judges it, else the first with its runs
         if side.verdict in ("reproduced", "not-reproduced"):
             return side
@@ -267,7 +269,7 @@ def reference_cards(claim: dict, reference_root: Path, results: Path, config_roo
 
 
 def _reference_side_on(claim: dict, reference_root: Path, results: Path, config_root: Path | None,
-                       gpu: str | None) -> Side:
+                       gpu: str | None, check_code: bool = True) -> Side:
     """The claim judged on one card's committed reference run of each experiment it reads, with what of
     their code changed since they ran. A CPU experiment (one that reads no GPU's records) is never
     published for a GPU: beside a GPU experiment's reference run, this machine's paper-scale run of
@@ -297,7 +299,7 @@ def _reference_side_on(claim: dict, reference_root: Path, results: Path, config_
     side = _judged(claim, refs, claim.get("timing"))
     side.details += [f"{exp}: a CPU step, from this machine's paper-scale run" for exp in local]
     for exp, rec in refs.items():
-        if exp not in local and (stale := stale_code(rec, Path(rec["_dir"]).parents[1])):
+        if check_code and exp not in local and (stale := stale_code(rec, Path(rec["_dir"]).parents[1])):
             side.details.append(f"{exp}: {stale}" if len(refs) > 1 else stale)
     return side
 
