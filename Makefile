@@ -7,7 +7,7 @@ CORES       ?= all
 SNAKEMAKE   := PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/snakemake
 
 .PHONY: all setup test smoke paper lint mlflow-ui bench-pipeline wheelhouse clean-results help \
-        slurm-test mlflow-server mlflow-server-stop container browser-test
+        slurm-test mlflow-server mlflow-server-stop container browser-test readme
 
 all: setup                ## set up, then run the whole DAG (paper scale with a GPU, smoke without)
 	$(SNAKEMAKE) --cores $(CORES)
@@ -54,6 +54,9 @@ container:                ## build the CPU step image with podman, export OCI ar
 browser-test: setup       ## headless Chromium on the MLflow UI and the claims report (screenshots: results/tests/screenshots)
 	command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 	REPRO_REQUIRE_SERVICES=chromium $(REAL_TEST) tests/real/test_real_browser.py tests/test_report_browser.py
+
+readme: setup             ## regenerate README's per-experiment table from the committed records (rows: docs/results-table.yaml)
+	$(PY) -m repro.report.readme
 
 bench-pipeline: setup     ## pipeline speed: clean smoke DAG, no-op rerun, DAG build, per-job cost (BENCH_ARGS=--quick: no clean DAG)
 	PATH=$(abspath $(VENV))/bin:$$PATH PYTHONPATH=$(abspath src) $(PY) benchmarks/pipeline.py $(BENCH_ARGS)
