@@ -33,7 +33,7 @@ ROW_FIELDS = {"experiment", "claims", "label", "condition", "figure", "reads", "
 REQUIRED = {"experiment", "figure", "reads", "value", "target", "time"}
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 # A number in a template's literal text: digits not part of a name (fp32, amb_0.5, VGG-16, top-1, e10).
-TYPED_NUMBER = re.compile(r"(?<![\w.])(?<!\w-)-?\d")
+TYPED_NUMBER = re.compile(r"(?<![\w.])(?<!\w-)-?\d+(?:\.\d+)?")
 VERDICT_TEXT = {"reproduced": "reproduced", "not-reproduced": "not reproduced", "pending": "pending"}
 
 
@@ -64,6 +64,7 @@ class Table:
     config_root: Path | None = None
     _records: dict[Path, dict] = field(default_factory=dict)
     _sides: dict[str, dict] = field(default_factory=dict)
+    _labels: dict[str, str] = field(default_factory=dict)
 
     @property
     def cards(self) -> list[str]:
@@ -99,10 +100,12 @@ class Table:
 
     def label(self, card: str) -> str:
         """A card's short name from the GPU its records name ("NVIDIA H100 80GB HBM3" -> "H100")."""
-        for path in sorted((self.reference_root / card).rglob(records.RECORD_NAME)):
-            if gpu := self.record(path.parent)["provenance"].get("gpu_name"):
-                return gpu.replace("NVIDIA", "").split()[0]
-        return card
+        if card not in self._labels:
+            gpus = (self.record(p.parent)["provenance"].get("gpu_name")
+                    for p in sorted((self.reference_root / card).rglob(records.RECORD_NAME)))
+            gpu = next((g for g in gpus if g), None)
+            self._labels[card] = gpu.replace("NVIDIA", "").split()[0] if gpu else card
+        return self._labels[card]
 
 
 def load_spec(path: Path) -> list[Row]:
@@ -158,8 +161,10 @@ def _number(record: dict, key: str, row: Row, experiment: str, card: str) -> lis
         values = [value]
     elif "*" in key:
         values = [v for k, v in sorted(record["metrics"].items()) if fnmatch.fnmatchcase(k, key)]
+    elif key == "duration_s":
+        values = [record.get(key)]
     else:
-        values = [record["metrics"].get(key, record.get(key) if key == "duration_s" else None)]
+        values = [record["metrics"].get(key)]
     if not values or any(not isinstance(v, (int, float)) or isinstance(v, bool) for v in values):
         raise TableError(f"{row.where}: the record of {experiment} on {card} "
                          f"({Path(record['_dir']) / records.RECORD_NAME}) has no metric {key!r}")
@@ -213,9 +218,10 @@ def _verdict(table: Table, row: Row, card: str) -> str:
     """The row's claims' reference verdicts on ``card``: one where they agree, else each by id."""
     texts = {}
     for claim_id in row.claims:
-        side = table.sides(claim_id, row.where).get(card)
-        text = "not run" if side is None else VERDICT_TEXT.get(side.verdict, "no value" if side.records else "not run")
-        if (key := row.spec.get("condition")) and side is not None:
+        side = table.sides(claim_id, row.where)[card]
+        # no-reference: the card's runs lack the metric (no value), or it has none (not run)
+        text = VERDICT_TEXT.get(side.verdict, "no value" if side.records else "not run")
+        if key := row.spec.get("condition"):
             holds = next((h for c, _, h in side.conditions if c["key"] == key), None)
             if holds is not None:
                 text = f"{'met' if holds else 'missed'} (`{claim_id}`: {text})"
@@ -231,19 +237,23 @@ def _cells(table: Table, row: Row, card: str) -> tuple[str, str, str] | None:
     experiments among its own runs (a card other than the first is then left out of the row)."""
     found = {pattern: table.resolve(pattern, card) for pattern in row.spec["reads"]}
     own = any(folder.is_relative_to(table.reference_root / card) for runs in found.values() for _, folder in runs)
-    if missing := [p for p, runs in found.items() if not runs]:
-        if not own and card != table.cards[0]:
-            return None
-        return f"not run (no record of {', '.join(missing)})", "not run", _verdict(table, row, card)
     if not own and card != table.cards[0]:
         return None
+    if missing := [p for p, runs in found.items() if not runs]:
+        return f"not run (no record of {', '.join(missing)})", "not run", _verdict(table, row, card)
     return (render_template(table, row, row.template("value", card), card),
             render_template(table, row, row.template("time", card), card), _verdict(table, row, card))
 
 
 def render(table: Table, rows: list[Row]) -> str:
     """The markdown table: the first card's values, then each other card's after its short name."""
+    if not table.cards:
+        raise TableError(f"{table.reference_root}: no card's reference runs (<card>/<paper>/<experiment>/record.json)")
     first, *others = table.cards
+    for row in rows:
+        if unknown := set(row.spec.get("cards") or {}) - set(table.cards):
+            raise TableError(f"{row.where}: no card {', '.join(sorted(unknown))} under {table.reference_root} "
+                             f"(its cards: {', '.join(table.cards)})")
     name = table.label(first)
     lines = [f"| experiment | claim | command: `snakemake --cores all <file>` | {name} value (paper scale) | target "
              f"| verdict | {name} time |", "| --- | --- | --- | --- | --- | --- | --- |"]
