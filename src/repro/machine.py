@@ -81,7 +81,7 @@ def gpu_info(driver_paths: tuple[str, ...] = GPU_DRIVER_PATHS) -> dict:
 def gpu_board(uuid: str | None, query=None) -> dict:
     """What tells one lent card from another of the same name, read (never set) from nvidia-smi for
     the GPU with ``uuid``: its UUID, maximum SM clock and power limit. Two H200s of one name measured
-    the same 64-block step in 60 and 89 ms (session 7): these fields, with host_info's, let a reader
+    the same 64-block step in 60 and 89 ms (docs/gpu-notes.md): these fields, with host_info's, let a reader
     see whether the machines differed. Empty where nvidia-smi cannot say."""
     if uuid is None:
         return {}

@@ -270,9 +270,9 @@ def lasso_for_ratio(model: nn.Module, hooks: ChannelLassoHooks, split, p: PruneT
     initial model on the first ``batch_size`` training images (normalised, no augmentation), fixed
     once at the start of training as their artifact does. CE is the training loss of that first
     step: BatchNorm in training mode (batch statistics), its running statistics put back after, so
-    every arm starts alike. (Session 7, H200: with BatchNorm in eval mode the initial running
-    statistics leave ResNet-32's logits unnormalised, CE 67 instead of 2.8, a coefficient 24x too
-    large, and PruneTrain pruned ResNet-32 to 376x at 46.6% top-1.)"""
+    every arm starts alike. (With BatchNorm in eval mode the initial running statistics leave
+    ResNet-32's logits unnormalised: on the H200, CE 67 instead of 2.8, a coefficient 24x too large,
+    and PruneTrain pruned ResNet-32 to 376x at 46.6% top-1; docs/gpu-notes.md.)"""
     if not 0 < p.lasso_ratio < 1:
         raise ValueError(f"lasso_ratio must be in (0, 1), got {p.lasso_ratio}")
     x, y = first_batch(split, p.batch_size, device)

@@ -24,7 +24,7 @@ workspace and, inside a block, the gradients of its intermediate activations. Th
 it: each distinct unit's backward runs once (``torch.autograd.grad``, so no ``.grad`` is touched)
 and ``transient_bytes`` = its allocator peak above what was alive after forward, minus the gradients
 WS_i already counts. The plan adds it to every working set (:attr:`UnitProfile.need`). On the
-H200 (session 4) the runtime's plan missed about 2 GB at 420-630 bottleneck blocks without it, and
+H200 the runtime's plan missed about 2 GB at 420-630 bottleneck blocks without it, and
 training ran out of memory under the cap; on the CPU nothing is measured (0). Likewise
 ``forward_bytes``: the allocator peak of the unit's forward above what was alive before it (what it
 saves, its output, and temporaries such as a block's inner activations that nothing saves), which a

@@ -70,8 +70,8 @@ MIB = 2**20
 # Since we cannot see when libcudnn reads the variable, it is set in the probe process's environment
 # before Python starts (run_isolated; an in-process probe records that it was not applied). Whether
 # cuDNN 9 still honours it is not documented anywhere we found: on the GPU, the "all" vs "all+wscap"
-# rows of the peak-memory table are the test (session 5 and 6: equal to the byte, so it does not).
-# ATen's own fallback (try_configs) was tried as well (v3.2, session 7 on the H200): the probe process
+# rows of the peak-memory table are the test (on the H200 they are equal to the byte, so it does not).
+# ATen's own fallback (try_configs) was tried as well, on the H200 (docs/gpu-notes.md): the probe process
 # capped at the plan's need x 1.05, so that a convolution whose preferred engine config needs more
 # workspace than is left falls back to one that fits. It changed nothing: the plan's estimate is
 # built from the profiled transients, which already hold the workspace the uncapped convolutions
