@@ -1,14 +1,16 @@
-"""The Snakemake DAG: job counts per scale (API dry run), lint, and the smoke DAG end to end."""
+"""The Snakemake DAG: job counts per scale (API dry run), lint, the data check, and the smoke DAG
+end to end."""
 
 import collections
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, dag_jobs, snakemake as _snakemake
+from conftest import REPO, SMOKE_COPY, dag_jobs, snakemake as _snakemake, write_mini_shards
 
 from repro import layout
 
@@ -37,7 +39,8 @@ def expected_counts(scale: str) -> dict:
     experiment that names one, and the spine's steps."""
     per_paper = collections.Counter(e.split("/")[0] for e in EXPERIMENTS)
     arms = 8  # ClickTrain's arms on two networks: rule clicktrain_arm (they also write pruned.pt)
-    return {"all": 1, "claims": 1, "mlflow": 1, "cifar10": 1, "cifar10_source": 1, "build_kernel": len(layout.kernel_sources()),
+    return {"all": 1, "claims": 1, "mlflow": 1, "cifar10": 1, "cifar10_source": 1, "cifar10_check": 1,
+            "build_kernel": len(layout.kernel_sources()),
             "figure": sum(bool(layout.experiment_file(e).get("figure")) for e in EXPERIMENTS),
             **{paper: n for paper, n in per_paper.items() if paper != "clicktrain"},
             "clicktrain": per_paper["clicktrain"] - arms, "clicktrain_arm": arms,
@@ -116,6 +119,72 @@ def test_lint():
 def test_bad_config_value_fails_at_start():
     proc = _snakemake("-n", "--config", "scale=huge", check=False)
     assert proc.returncode != 0 and "scale" in proc.stderr + proc.stdout
+
+
+def workflow_copy(work: Path) -> Path:
+    """The workflow and the code it runs, copied to ``work`` (results stay out of the checkout)."""
+    work.mkdir(parents=True, exist_ok=True)
+    for name in SMOKE_COPY:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, work / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy2(src, work / name)
+    return work
+
+
+def snakemake_in(work: Path, *args) -> subprocess.CompletedProcess:
+    """``snakemake ARGS`` in a copy, its jobs running the copy's code."""
+    bindir = Path(sys.executable).parent
+    env = {**os.environ, "PYTHONPATH": str(work / "src"), "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=work, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+def planned(proc: subprocess.CompletedProcess) -> dict[str, int]:
+    """Jobs per rule in a run's job stats ({} when there is nothing to be done)."""
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    if "Job stats:" not in out:
+        assert "Nothing to be done" in out, out[-3000:]
+        return {}
+    table = out.split("Job stats:", 1)[1].split("\ntotal", 1)[0]
+    return {cols[0]: int(cols[1]) for line in table.splitlines()
+            if len(cols := line.split()) == 2 and cols[1].isdigit()}
+
+
+def files_under(root: Path) -> dict[str, tuple[int, int, bytes]]:
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns, p.read_bytes())
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.slow
+def test_a_damaged_split_reruns_the_data_step_and_a_dry_run_changes_nothing(tmp_path):
+    """The prepared splits are checked against their manifest while the DAG is built, reading only
+    (data.smk): a dry run and a lint leave a damaged folder as it is and say what is damaged; a real
+    run reruns the cifar10 step."""
+    from repro.prepared import broken_splits
+
+    work = workflow_copy(tmp_path / "work")
+    shards = write_mini_shards(tmp_path / "shards")
+    args = ("results/data/cifar10/manifest.json", "--cores", "1", "--config", "scale=smoke",
+            f"cifar10_source=shards:{shards}")
+    assert planned(snakemake_in(work, *args)) == {"cifar10_check": 1, "cifar10_source": 1, "cifar10": 1}
+    assert planned(snakemake_in(work, "-n", *args)) == {}
+    split = work / "results" / "data" / "cifar10" / "train.npz"
+    split.write_bytes(split.read_bytes()[: split.stat().st_size // 2])
+    before = files_under(work / "results")
+    dry = snakemake_in(work, "-n", *args)
+    assert planned(dry) == {"cifar10_check": 1, "cifar10": 1}
+    assert "results/data/cifar10 is damaged" in dry.stderr and "train.npz has" in dry.stderr
+    lint = snakemake_in(work, "--lint")
+    assert lint.returncode == 0, lint.stdout[-3000:] + lint.stderr[-3000:]
+    assert files_under(work / "results") == before  # the damaged split and its manifest as they were
+    assert planned(snakemake_in(work, *args)) == {"cifar10_check": 1, "cifar10": 1}
+    assert broken_splits(work / "results" / "data" / "cifar10") == []
+    # the stamp's job reruns once to record that the damage is gone; the data step does not
+    assert planned(snakemake_in(work, *args)) == {"cifar10_check": 1}
+    assert planned(snakemake_in(work, "-n", *args)) == {}
 
 
 @pytest.mark.slow

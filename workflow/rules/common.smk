@@ -2,12 +2,14 @@
 # run experiments are in experiment.smk (docs/adding-a-paper.md).
 import os
 import sys
+from functools import cache
 from pathlib import Path
 
 sys.path.insert(0, f"{workflow.basedir}/src")  # repro's light modules, without install
 from repro import layout, sweep
 from repro.pipeline import provenance, watchdog
 from repro.pipeline.scale import resolve_scale
+from repro.prepared import broken_splits
 
 # The jobs watch this process: when Snakemake is killed, they stop (repro.pipeline.watchdog).
 watchdog.export_workflow_pid()
@@ -87,3 +89,20 @@ def experiment_of(wc):
 def point_of(wc):
     """The sweep point a sweep_point job runs."""
     return SWEEPS[f"{wc.paper}/{wc.sweep}"][wc.point]
+
+
+@cache
+def cifar10_damage():
+    """Why the prepared CIFAR-10 splits no longer match their manifest ([] when they do, or when none
+    are prepared yet): read once while the DAG is built, and said on stderr (data.smk)."""
+    problems = broken_splits("results/data/cifar10")
+    if problems:
+        print("repro: results/data/cifar10 is damaged (" + "; ".join(problems) + "): the cifar10 step reruns",
+              file=sys.stderr)
+    return problems
+
+
+def newer_counts_if(condition, path):
+    """``path`` as an input whose modification time reruns the step only while ``condition`` holds
+    (ancient() otherwise); the set of input files is the same either way, so switching reruns nothing."""
+    return path if condition else ancient(path)
