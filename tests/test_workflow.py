@@ -34,16 +34,14 @@ EB_SWEEP_POINTS = {"paper": 4 + 4 - 2, "smoke": 2 + 2 - 2}
 
 
 def expected_counts(scale: str) -> dict:
-    """One job per experiment file (under its paper's rule; ClickTrain's arms under their own), one
-    per sweep point that is not a configured run, one build per kernel source, one figure per
-    experiment that names one, and the spine's steps."""
-    per_paper = collections.Counter(e.split("/")[0] for e in EXPERIMENTS)
+    """One job per experiment file (under the spine's experiment rule; ClickTrain's arms under their
+    own), one per sweep point that is not a configured run, one build per kernel source, one figure
+    per experiment that names one, and the spine's steps."""
     arms = 8  # ClickTrain's arms on two networks: rule clicktrain_arm (they also write pruned.pt)
     return {"all": 1, "claims": 1, "mlflow": 1, "cifar10": 1, "cifar10_source": 1, "cifar10_check": 1,
             "build_kernel": len(layout.kernel_sources()),
             "figure": sum(bool(layout.experiment_file(e).get("figure")) for e in EXPERIMENTS),
-            **{paper: n for paper, n in per_paper.items() if paper != "clicktrain"},
-            "clicktrain": per_paper["clicktrain"] - arms, "clicktrain_arm": arms,
+            "experiment": len(EXPERIMENTS) - arms, "clicktrain_arm": arms,
             "sweep_point": BUDGET_POINTS[scale] + BUDGET_REPEATS[scale] + EB_SWEEP_POINTS[scale]}
 
 
@@ -60,20 +58,36 @@ def test_every_experiment_has_a_rule():
     assert set(EXPERIMENTS) <= ran
 
 
+def test_a_paper_without_a_rule_file_runs_through_the_spines_rule():
+    """Only a paper with steps of its own has a rule file: every experiment of the others is a job of
+    the spine's experiment rule; ClickTrain's file takes its arms and leaves the rest to that rule."""
+    rule_files = {p.stem for p in (REPO / "workflow" / "rules").glob("*.smk")}
+    without = [p for p in layout.papers() if p not in rule_files]
+    assert {"tsm2x", "superneurons", "comet"} <= set(without) and "clicktrain" not in without
+    made_by = {str(f): j.rule.name for j in dag_jobs(REPO, {"scale": "smoke"}) for f in j.output}
+
+    def rules_of(paper):
+        return {made_by[layout.record_path(e)] for e in EXPERIMENTS if layout.split(e)[0] == paper}
+
+    for paper in without:
+        assert rules_of(paper) == {"experiment"}, paper
+    assert rules_of("clicktrain") == {"experiment", "clicktrain_arm"}
+
+
 def test_a_step_reruns_when_the_code_it_runs_changes():
     """Each experiment step's code inputs are what its run imports (its record's provenance.code):
     the shared trainer, models and data modules too; not the figure modules, nor another step's
     collection code."""
     jobs = {(j.rule.name, tuple(sorted(j.wildcards.items()))): {str(f) for f in j.input}
             for j in dag_jobs(REPO, {"scale": "smoke"})}
-    baseline = jobs[("baseline", (("exp", "resnet32"), ("paper", "baseline")))]
+    baseline = jobs[("experiment", (("experiment", "baseline/resnet32"),))]
     assert {"src/repro/models/resnet.py", "src/repro/train/trainer.py", "src/repro/data/arrays.py",
             "src/repro/papers/baseline/experiment.py"} <= baseline
     assert not any(f.endswith("figures.py") for f in baseline)
     admm_point = next(inputs for (rule, wc), inputs in jobs.items()
                       if rule == "sweep_point" and dict(wc)["point"].startswith("admm_e"))
     assert "src/repro/papers/clicktrain/masks.py" in admm_point and "src/repro/papers/clicktrain/budget.py" not in admm_point
-    comet = jobs[("comet", (("exp", "comet_fixed_eb"), ("paper", "comet")))]
+    comet = jobs[("experiment", (("experiment", "comet/comet_fixed_eb"),))]
     assert {"src/repro/papers/comet/kernels/comet_codec.cu", "results/build/kernels/comet_codec.json",
             "config/experiment/comet/comet_fixed_eb.yaml", "config/experiment/comet/comet_uncompressed.yaml"} <= comet
     assert "src/repro/papers/comet/eb_sweep.py" not in comet
@@ -85,17 +99,17 @@ def test_an_experiment_reads_what_its_file_declares():
     configured run's where a point is that run)."""
     jobs = {(j.rule.name, tuple(sorted(j.wildcards.items()))): {str(f) for f in j.input}
             for j in dag_jobs(REPO, {"scale": "paper"})}
-    tsm2 = jobs[("tsm2x", (("exp", "tsm2_r"), ("paper", "tsm2x")))]
+    tsm2 = jobs[("experiment", (("experiment", "tsm2x/tsm2_r"),))]
     assert {"results/ceilings/ceilings/record.json", "results/build/kernels/tsm2r.json"} <= tsm2
     assert "results/build/kernels/tsm2l.json" not in tsm2
-    budget = jobs[("clicktrain", (("exp", "clicktrain_budget"), ("paper", "clicktrain")))]
+    budget = jobs[("experiment", (("experiment", "clicktrain/clicktrain_budget"),))]
     assert {"results/clicktrain/admm/record.json", "results/clicktrain/clicktrain_budget/admm_e10/record.json",
             "results/clicktrain/clicktrain_budget/dense_e40_s1/record.json",
             "results/baseline/resnet32/record.json"} <= budget
 
 
 def test_superneurons_records_feed_the_report():
-    """The superneurons rule builds every experiment file of the paper (the four of the paper's
+    """The experiment rule builds every experiment file of the paper (the four of the paper's
     results and the comparisons with today's alternatives); the claims report and the MLflow step take
     their records (and every figure) as inputs."""
     from repro import layout
@@ -103,7 +117,8 @@ def test_superneurons_records_feed_the_report():
     names = sorted(layout.experiments_of("superneurons"))
     assert {"depth", "max_batch", "peak_memory", "throughput", "vs_today_vit"} <= set(names)
     jobs = dag_jobs(REPO, {"scale": "smoke"})
-    assert sorted(j.wildcards["exp"] for j in jobs if j.rule.name == "superneurons") == names
+    assert sorted(layout.split(j.wildcards["experiment"])[1] for j in jobs
+                  if j.rule.name == "experiment" and j.wildcards["experiment"].startswith("superneurons/")) == names
     for rule in ("claims", "mlflow"):
         inputs = {str(f) for j in jobs if j.rule.name == rule for f in j.input}
         assert {f"results/superneurons/{e}/record.json" for e in names} <= inputs

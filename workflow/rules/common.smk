@@ -23,17 +23,8 @@ EXPERIMENTS = layout.experiment_names()
 SWEEPS = {e: sweep.own_points(e, SCALE) for e in EXPERIMENTS if sweep.is_sweep(e)}
 
 
-def experiments(paper, exclude=()):
-    """A wildcard constraint matching the paper's experiment names (those in ``exclude`` aside)."""
-    return layout.alternatives(n for n in layout.experiments_of(paper) if n not in exclude)
-
-
 def record(experiment):
     return layout.record_path(experiment)
-
-
-def log_of(experiment):
-    return f"results/logs/{experiment}.log"
 
 
 def experiment_inputs(experiment):
@@ -83,7 +74,8 @@ def step_resources(experiment_of_job):
 
 
 def experiment_of(wc):
-    return f"{wc.paper}/{wc.exp}"
+    """The experiment an experiment job runs ('<paper>/<name>')."""
+    return wc.experiment
 
 
 def point_of(wc):
