@@ -16,9 +16,9 @@ validate(config, "workflow/schemas/config.schema.yaml")
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/experiment.smk"
 include: "workflow/rules/build.smk"
 include: "workflow/rules/data.smk"
+include: "workflow/rules/experiment.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -23,10 +23,6 @@ EXPERIMENTS = layout.experiment_names()
 SWEEPS = {e: sweep.own_points(e, SCALE) for e in EXPERIMENTS if sweep.is_sweep(e)}
 
 
-def record(experiment):
-    return layout.record_path(experiment)
-
-
 def experiment_inputs(experiment):
     """What a step running ``experiment`` reads, by name: its experiment file and the base files it
     builds on, the source files behind its entry (provenance.experiment_code: editing any of them
@@ -35,7 +31,7 @@ def experiment_inputs(experiment):
     found = {"cfg": [provenance.repo_path(p) for p in layout.experiment_files(experiment)],
              "code": provenance.experiment_code(experiment)}
     found.update({name: f"results/{path}" for name, path in layout.inputs(experiment).items()})
-    found["kernels"] = [f"results/build/kernels/{stem}.json" for stem in layout.kernels(experiment)]
+    found["kernels"] = expand(rules.build_kernel.output.status, stem=layout.kernels(experiment))
     if experiment in SWEEPS:
         found["points"] = list(sweep.needed_records(experiment, SCALE).values())
     return found
@@ -87,10 +83,10 @@ def point_of(wc):
 def cifar10_damage():
     """Why the prepared CIFAR-10 splits no longer match their manifest ([] when they do, or when none
     are prepared yet): read once while the DAG is built, and said on stderr (data.smk)."""
-    problems = broken_splits("results/data/cifar10")
+    prepared = os.path.dirname(rules.cifar10.output.manifest)
+    problems = broken_splits(prepared)
     if problems:
-        print("repro: results/data/cifar10 is damaged (" + "; ".join(problems) + "): the cifar10 step reruns",
-              file=sys.stderr)
+        print(f"repro: {prepared} is damaged ({'; '.join(problems)}): the cifar10 step reruns", file=sys.stderr)
     return problems
 
 
