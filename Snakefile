@@ -1,9 +1,11 @@
 # repro: one DAG from dataset prep and kernel builds to the claims report.
 #   snakemake --cores all                                 everything, at the scale config/config.yaml picks
 #   snakemake --cores all --config scale=smoke            the tiny CPU scale
+#   snakemake --cores all tsm2x                           one paper: its experiments, its figures, what they read
 #   snakemake --cores all results/figures/tsm2x/tsm2_r.png   one figure and only what it needs
 # The spine's rules run every paper's experiments; a paper with steps of its own has them in
 # workflow/rules/<paper>.smk (docs/adding-a-paper.md).
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
@@ -33,3 +35,19 @@ rule all:
         rules.claims.output.report,
         rules.mlflow.output.summary,
     default_target: True
+
+
+# `snakemake <paper>`: every experiment of the paper (its records) and its figures, and only what
+# they read besides (the data, cubins, another paper's record an experiment file declares).
+for paper in layout.papers():
+    if rules.has(paper):
+        raise WorkflowError(f"a rule is named {paper!r}, as the paper {paper!r} is: `snakemake {paper}` names the "
+                            f"paper's target rule, made here; rename that rule (a paper's own rules are named "
+                            f"<paper>_<step>, as clicktrain_arm)")
+
+    rule:
+        name:
+            paper
+        input:
+            records=expand(rules.experiment.output.record, experiment=experiments_of(paper)),
+            figures=expand(rules.figure.output.png, experiment=[e for e in FIGURES if e in experiments_of(paper)]),

@@ -54,14 +54,15 @@ def built_kernels(tmp_path_factory, srcs) -> Path:
     return out
 
 
-def dag_jobs(workdir: Path, config: dict) -> list:
-    """The jobs of a forced dry run, through Snakemake's Python API."""
+def dag_jobs(workdir: Path, config: dict, targets=()) -> list:
+    """The jobs of a forced dry run (of ``targets``, rule names or files; default: the default
+    target), through Snakemake's Python API."""
     from snakemake.api import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings, SnakemakeApi
 
     with SnakemakeApi(OutputSettings(quiet={"all"})) as api:
         wf = api.workflow(resource_settings=ResourceSettings(cores=1), config_settings=ConfigSettings(config=config),
                           snakefile=workdir / "Snakefile", workdir=workdir)
-        workflow = wf.dag(DAGSettings(forceall=True)).workflow_api._workflow
+        workflow = wf.dag(DAGSettings(targets=frozenset(targets), forceall=True)).workflow_api._workflow
         workflow._prepare_dag(forceall=True, ignore_incomplete=True, lock_warn_only=True)
         workflow._build_dag()
         return list(workflow.dag.jobs)

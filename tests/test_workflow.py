@@ -12,7 +12,7 @@ import pytest
 
 from conftest import REPO, SMOKE_COPY, dag_jobs, snakemake as _snakemake, write_mini_shards
 
-from repro import layout
+from repro import layout, sweep
 
 EXPERIMENTS = layout.experiment_names()
 
@@ -72,6 +72,53 @@ def test_a_paper_without_a_rule_file_runs_through_the_spines_rule():
     for paper in without:
         assert rules_of(paper) == {"experiment"}, paper
     assert rules_of("clicktrain") == {"experiment", "clicktrain_arm"}
+
+
+def slice_of(paper: str, scale: str) -> set[str]:
+    """The experiments `snakemake <paper>` runs: the paper's, and those whose records they read
+    (declared inputs), their sweeps' points' and theirs in turn."""
+    found, todo = set(), [e for e in EXPERIMENTS if layout.split(e)[0] == paper]
+    while todo:
+        if (exp := todo.pop()) in found:
+            continue
+        found.add(exp)
+        todo += [path.removesuffix("/record.json") for path in layout.inputs(exp).values()
+                 if path.removesuffix("/record.json") in EXPERIMENTS]
+        if sweep.is_sweep(exp):
+            todo += [point.experiment for point in sweep.points(exp, scale)]
+    return found
+
+
+@pytest.mark.parametrize("paper", ["tsm2x", "baseline", "clicktrain"])
+def test_a_papers_target_plans_its_slice(paper):
+    """`snakemake <paper>`: every experiment and figure of the paper, and of the rest only what they
+    read (another paper's record, the data, cubins); no other figure, no report."""
+    jobs = dag_jobs(REPO, {"scale": "smoke"}, targets=[paper])
+    outputs = {str(f) for j in jobs for f in j.output}
+    ran = {e for e in EXPERIMENTS if layout.record_path(e) in outputs}
+    assert ran == slice_of(paper, "smoke") and {e for e in EXPERIMENTS if layout.split(e)[0] == paper} <= ran
+    figures = {f for f in outputs if f.startswith("results/figures/") and f.endswith(".png")}
+    assert figures == {layout.figure_path(e) for e in EXPERIMENTS
+                       if layout.split(e)[0] == paper and layout.experiment_file(e).get("figure")}
+    points = {str(f) for j in jobs if j.rule.name == "sweep_point" for f in j.output}
+    assert all(f.startswith(f"results/{paper}/") for f in points)
+    kernels = {stem for e in ran for stem in layout.kernels(e)}
+    assert {j.wildcards["stem"] for j in jobs if j.rule.name == "build_kernel"} == kernels
+    data = any("data/cifar10/train.npz" in layout.inputs(e).values() for e in ran)
+    assert ({j.rule.name for j in jobs} - {paper, "experiment", "clicktrain_arm", "sweep_point", "figure", "build_kernel"}
+            == ({"cifar10_source", "cifar10_check", "cifar10"} if data else set()))
+
+
+def test_a_paper_named_as_a_rule_is_refused(tmp_path):
+    """A paper's target is named for it: a rule of the same name (the stub rule files had one) fails
+    at start, naming both."""
+    for name in ("Snakefile", "workflow", "config"):
+        (shutil.copytree if (REPO / name).is_dir() else shutil.copy2)(REPO / name, tmp_path / name)
+    (tmp_path / "workflow" / "rules" / "tsm2x.smk").write_text("use rule experiment as tsm2x with:\n"
+                                                             "    wildcard_constraints:\n"
+                                                             "        experiment=\"tsm2x/tsm2_r\",\n")
+    with pytest.raises(Exception, match="a rule is named 'tsm2x', as the paper 'tsm2x' is"):
+        dag_jobs(tmp_path, {"scale": "smoke"})
 
 
 def test_a_step_reruns_when_the_code_it_runs_changes():

@@ -23,6 +23,11 @@ EXPERIMENTS = layout.experiment_names()
 SWEEPS = {e: sweep.own_points(e, SCALE) for e in EXPERIMENTS if sweep.is_sweep(e)}
 
 
+def experiments_of(paper):
+    """The paper's experiments, as '<paper>/<name>'."""
+    return [e for e in EXPERIMENTS if layout.split(e)[0] == paper]
+
+
 def experiment_inputs(experiment):
     """What a step running ``experiment`` reads, by name: its experiment file and the base files it
     builds on, the source files behind its entry (provenance.experiment_code: editing any of them
