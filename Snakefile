@@ -41,13 +41,13 @@ rule all:
 # they read besides (the data, cubins, another paper's record an experiment file declares).
 for paper in layout.papers():
     if rules.has(paper):
-        raise WorkflowError(f"a rule is named {paper!r}, as the paper {paper!r} is: `snakemake {paper}` names the "
-                            f"paper's target rule, made here; rename that rule (a paper's own rules are named "
-                            f"<paper>_<step>, as clicktrain_arm)")
+        raise WorkflowError(f"rule {paper!r} has the name of the paper {paper!r}, which the Snakefile gives to the "
+                            f"paper's target (`snakemake {paper}`): rename the rule (a paper's own rules are named "
+                            f"<paper>_<step>, e.g. clicktrain_arm)")
 
     rule:
         name:
             paper
         input:
             records=expand(rules.experiment.output.record, experiment=experiments_of(paper)),
-            figures=expand(rules.figure.output.png, experiment=[e for e in FIGURES if e in experiments_of(paper)]),
+            figures=expand(rules.figure.output.png, experiment=[e for e in FIGURES if layout.split(e)[0] == paper]),

@@ -117,7 +117,7 @@ def test_a_paper_named_as_a_rule_is_refused(tmp_path):
     (tmp_path / "workflow" / "rules" / "tsm2x.smk").write_text("use rule experiment as tsm2x with:\n"
                                                              "    wildcard_constraints:\n"
                                                              "        experiment=\"tsm2x/tsm2_r\",\n")
-    with pytest.raises(Exception, match="a rule is named 'tsm2x', as the paper 'tsm2x' is"):
+    with pytest.raises(Exception, match="rule 'tsm2x' has the name of the paper 'tsm2x'"):
         dag_jobs(tmp_path, {"scale": "smoke"})
 
 
