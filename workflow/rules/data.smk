@@ -16,7 +16,6 @@ rule cifar10_check:
         "results/logs/data/cifar10-check.log",
     params:
         damage=lambda wc: cifar10_damage(),
-    localrule: True
     container:
         CPU_IMAGE
     shell:
