@@ -54,14 +54,15 @@ def built_kernels(tmp_path_factory, srcs) -> Path:
     return out
 
 
-def dag_jobs(workdir: Path, config: dict) -> list:
-    """The jobs of a forced dry run, through Snakemake's Python API."""
+def dag_jobs(workdir: Path, config: dict, targets=()) -> list:
+    """The jobs of a forced dry run (of ``targets``, rule names or files; default: the default
+    target), through Snakemake's Python API."""
     from snakemake.api import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings, SnakemakeApi
 
     with SnakemakeApi(OutputSettings(quiet={"all"})) as api:
         wf = api.workflow(resource_settings=ResourceSettings(cores=1), config_settings=ConfigSettings(config=config),
                           snakefile=workdir / "Snakefile", workdir=workdir)
-        workflow = wf.dag(DAGSettings(forceall=True)).workflow_api._workflow
+        workflow = wf.dag(DAGSettings(targets=frozenset(targets), forceall=True)).workflow_api._workflow
         workflow._prepare_dag(forceall=True, ignore_incomplete=True, lock_warn_only=True)
         workflow._build_dag()
         return list(workflow.dag.jobs)
@@ -125,6 +126,40 @@ def prepared_splits(directory: Path, n_train: int, n_test: int) -> dict[str, Pat
     write_split(directory / "train.npz", synthetic_split(n_train, seed=0))
     write_split(directory / "test.npz", synthetic_split(n_test, seed=1))
     return {"train": directory / "train.npz", "test": directory / "test.npz"}
+
+
+def write_mini_shards(folder: Path, per_class: int = 2) -> Path:
+    """CIFAR-10 JPEG shards in the layout of ../shared/data/cifar10-jpeg (train-0..4 and test,
+    ``per_class`` images of each class in each) with their SHA256SUMS; returns ``folder``."""
+    import hashlib
+    import io
+    import tarfile
+
+    from PIL import Image
+
+    from repro.data.cifar10 import CLASSES
+
+    folder.mkdir(parents=True)
+    names = [f"train-{i}.tar.xz" for i in range(5)] + ["test.tar.xz"]
+    for name in names:
+        split = "test" if name.startswith("test") else "train"
+        with tarfile.open(folder / name, "w:xz") as tar:
+            for label, cls in enumerate(CLASSES):
+                for i in range(per_class):
+                    buf = io.BytesIO()
+                    Image.new("RGB", (32, 32), (20 * label, 100, 200)).save(buf, format="JPEG")
+                    info = tarfile.TarInfo(f"{split}/{cls}/{i:04d}.jpg")
+                    info.size = len(buf.getvalue())
+                    tar.addfile(info, io.BytesIO(buf.getvalue()))
+    sums = "".join(f"{hashlib.sha256((folder / n).read_bytes()).hexdigest()}  {n}\n" for n in names)
+    (folder / "SHA256SUMS").write_text(sums)
+    return folder
+
+
+@pytest.fixture
+def mini_shards(tmp_path) -> Path:
+    """train-0..4 and test shards of 2 images per class, with SHA256SUMS."""
+    return write_mini_shards(tmp_path / "shards")
 
 
 @pytest.fixture

@@ -215,4 +215,4 @@ def test_slurm_profile_sends_every_gpu_step_to_the_gpu_partition(monkeypatch):
     jobs = [j for j in dag_jobs(REPO, {"scale": "paper"}) if "gpu" in j.rule.resources]
     kinds = {(j.resources["gpu"] > 0, j.resources["slurm_partition"]) for j in jobs}
     assert kinds == {(True, "gpuq"), (False, "cpuq")}
-    assert {j.rule.name for j in jobs if j.resources["gpu"] > 0} >= {"tsm2x", "clicktrain_arm", "sweep_point"}
+    assert {j.rule.name for j in jobs if j.resources["gpu"] > 0} >= {"experiment", "clicktrain_arm", "sweep_point"}

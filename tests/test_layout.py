@@ -18,14 +18,20 @@ def test_an_experiment_file_reads_as_hydra_composes_it(compose, experiment):
     assert composed == layout.experiment_file(experiment)
 
 
+# The spine's rule files; any other rule file is a paper's (optional: only a paper with steps of its
+# own has one).
+SPINE_RULE_FILES = {"common", "experiment", "build", "data", "report"}
+
+
 def test_papers_are_the_packages_that_are_not_shared_libraries():
     papers = layout.papers()
     assert {"baseline", "ceilings", "clicktrain", "comet", "superneurons", "tsm2x"} <= set(papers)
     assert not set(papers) & set(layout.SHARED)
     for paper in papers:  # each owns its files
         assert (REPO / "config" / "experiment" / paper).is_dir(), paper
-        assert (REPO / "workflow" / "rules" / f"{paper}.smk").is_file(), paper
         assert (REPO / "config" / "claims" / f"{paper}.yaml").is_file(), paper
+    rule_files = {p.stem for p in (REPO / "workflow" / "rules").glob("*.smk")}
+    assert SPINE_RULE_FILES <= rule_files and rule_files - SPINE_RULE_FILES <= set(papers)
 
 
 def test_a_variant_lists_its_base_files():

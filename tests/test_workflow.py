@@ -1,16 +1,18 @@
-"""The Snakemake DAG: job counts per scale (API dry run), lint, and the smoke DAG end to end."""
+"""The Snakemake DAG: job counts per scale (API dry run), lint, the data check, and the smoke DAG
+end to end."""
 
 import collections
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, dag_jobs, snakemake as _snakemake
+from conftest import REPO, SMOKE_COPY, dag_jobs, snakemake as _snakemake, write_mini_shards
 
-from repro import layout
+from repro import layout, sweep
 
 EXPERIMENTS = layout.experiment_names()
 
@@ -32,15 +34,14 @@ EB_SWEEP_POINTS = {"paper": 4 + 4 - 2, "smoke": 2 + 2 - 2}
 
 
 def expected_counts(scale: str) -> dict:
-    """One job per experiment file (under its paper's rule; ClickTrain's arms under their own), one
-    per sweep point that is not a configured run, one build per kernel source, one figure per
-    experiment that names one, and the spine's steps."""
-    per_paper = collections.Counter(e.split("/")[0] for e in EXPERIMENTS)
+    """One job per experiment file (under the spine's experiment rule; ClickTrain's arms under their
+    own), one per sweep point that is not a configured run, one build per kernel source, one figure
+    per experiment that names one, and the spine's steps."""
     arms = 8  # ClickTrain's arms on two networks: rule clicktrain_arm (they also write pruned.pt)
-    return {"all": 1, "claims": 1, "mlflow": 1, "cifar10": 1, "cifar10_source": 1, "build_kernel": len(layout.kernel_sources()),
+    return {"all": 1, "claims": 1, "mlflow": 1, "cifar10": 1, "cifar10_source": 1, "cifar10_check": 1,
+            "build_kernel": len(layout.kernel_sources()),
             "figure": sum(bool(layout.experiment_file(e).get("figure")) for e in EXPERIMENTS),
-            **{paper: n for paper, n in per_paper.items() if paper != "clicktrain"},
-            "clicktrain": per_paper["clicktrain"] - arms, "clicktrain_arm": arms,
+            "experiment": len(EXPERIMENTS) - arms, "clicktrain_arm": arms,
             "sweep_point": BUDGET_POINTS[scale] + BUDGET_REPEATS[scale] + EB_SWEEP_POINTS[scale]}
 
 
@@ -57,20 +58,83 @@ def test_every_experiment_has_a_rule():
     assert set(EXPERIMENTS) <= ran
 
 
+def test_a_paper_without_a_rule_file_runs_through_the_spines_rule():
+    """Only a paper with steps of its own has a rule file: every experiment of the others is a job of
+    the spine's experiment rule; ClickTrain's file takes its arms and leaves the rest to that rule."""
+    rule_files = {p.stem for p in (REPO / "workflow" / "rules").glob("*.smk")}
+    without = [p for p in layout.papers() if p not in rule_files]
+    assert {"tsm2x", "superneurons", "comet"} <= set(without) and "clicktrain" not in without
+    made_by = {str(f): j.rule.name for j in dag_jobs(REPO, {"scale": "smoke"}) for f in j.output}
+
+    def rules_of(paper):
+        return {made_by[layout.record_path(e)] for e in EXPERIMENTS if layout.split(e)[0] == paper}
+
+    for paper in without:
+        assert rules_of(paper) == {"experiment"}, paper
+    assert rules_of("clicktrain") == {"experiment", "clicktrain_arm"}
+
+
+def slice_of(paper: str, scale: str) -> set[str]:
+    """The experiments `snakemake <paper>` runs: the paper's, and those whose records they read
+    (declared inputs), their sweeps' points' and theirs in turn."""
+    found, todo = set(), [e for e in EXPERIMENTS if layout.split(e)[0] == paper]
+    while todo:
+        if (exp := todo.pop()) in found:
+            continue
+        found.add(exp)
+        todo += [path.removesuffix("/record.json") for path in layout.inputs(exp).values()
+                 if path.removesuffix("/record.json") in EXPERIMENTS]
+        if sweep.is_sweep(exp):
+            todo += [point.experiment for point in sweep.points(exp, scale)]
+    return found
+
+
+@pytest.mark.parametrize("paper", ["tsm2x", "baseline", "clicktrain"])
+def test_a_papers_target_plans_its_slice(paper):
+    """`snakemake <paper>`: every experiment and figure of the paper, and of the rest only what they
+    read (another paper's record, the data, cubins); no other figure, no report."""
+    jobs = dag_jobs(REPO, {"scale": "smoke"}, targets=[paper])
+    outputs = {str(f) for j in jobs for f in j.output}
+    ran = {e for e in EXPERIMENTS if layout.record_path(e) in outputs}
+    assert ran == slice_of(paper, "smoke") and {e for e in EXPERIMENTS if layout.split(e)[0] == paper} <= ran
+    figures = {f for f in outputs if f.startswith("results/figures/") and f.endswith(".png")}
+    assert figures == {layout.figure_path(e) for e in EXPERIMENTS
+                       if layout.split(e)[0] == paper and layout.experiment_file(e).get("figure")}
+    points = {str(f) for j in jobs if j.rule.name == "sweep_point" for f in j.output}
+    assert all(f.startswith(f"results/{paper}/") for f in points)
+    kernels = {stem for e in ran for stem in layout.kernels(e)}
+    assert {j.wildcards["stem"] for j in jobs if j.rule.name == "build_kernel"} == kernels
+    data = any("data/cifar10/train.npz" in layout.inputs(e).values() for e in ran)
+    assert ({j.rule.name for j in jobs} - {paper, "experiment", "clicktrain_arm", "sweep_point", "figure", "build_kernel"}
+            == ({"cifar10_source", "cifar10_check", "cifar10"} if data else set()))
+
+
+def test_a_paper_named_as_a_rule_is_refused(tmp_path):
+    """A paper's target is named for it: a rule of the same name (the stub rule files had one) fails
+    at start, naming both."""
+    for name in ("Snakefile", "workflow", "config"):
+        (shutil.copytree if (REPO / name).is_dir() else shutil.copy2)(REPO / name, tmp_path / name)
+    (tmp_path / "workflow" / "rules" / "tsm2x.smk").write_text("use rule experiment as tsm2x with:\n"
+                                                             "    wildcard_constraints:\n"
+                                                             "        experiment=\"tsm2x/tsm2_r\",\n")
+    with pytest.raises(Exception, match="rule 'tsm2x' has the name of the paper 'tsm2x'"):
+        dag_jobs(tmp_path, {"scale": "smoke"})
+
+
 def test_a_step_reruns_when_the_code_it_runs_changes():
     """Each experiment step's code inputs are what its run imports (its record's provenance.code):
     the shared trainer, models and data modules too; not the figure modules, nor another step's
     collection code."""
     jobs = {(j.rule.name, tuple(sorted(j.wildcards.items()))): {str(f) for f in j.input}
             for j in dag_jobs(REPO, {"scale": "smoke"})}
-    baseline = jobs[("baseline", (("exp", "resnet32"), ("paper", "baseline")))]
+    baseline = jobs[("experiment", (("experiment", "baseline/resnet32"),))]
     assert {"src/repro/models/resnet.py", "src/repro/train/trainer.py", "src/repro/data/arrays.py",
             "src/repro/papers/baseline/experiment.py"} <= baseline
     assert not any(f.endswith("figures.py") for f in baseline)
     admm_point = next(inputs for (rule, wc), inputs in jobs.items()
                       if rule == "sweep_point" and dict(wc)["point"].startswith("admm_e"))
     assert "src/repro/papers/clicktrain/masks.py" in admm_point and "src/repro/papers/clicktrain/budget.py" not in admm_point
-    comet = jobs[("comet", (("exp", "comet_fixed_eb"), ("paper", "comet")))]
+    comet = jobs[("experiment", (("experiment", "comet/comet_fixed_eb"),))]
     assert {"src/repro/papers/comet/kernels/comet_codec.cu", "results/build/kernels/comet_codec.json",
             "config/experiment/comet/comet_fixed_eb.yaml", "config/experiment/comet/comet_uncompressed.yaml"} <= comet
     assert "src/repro/papers/comet/eb_sweep.py" not in comet
@@ -82,17 +146,17 @@ def test_an_experiment_reads_what_its_file_declares():
     configured run's where a point is that run)."""
     jobs = {(j.rule.name, tuple(sorted(j.wildcards.items()))): {str(f) for f in j.input}
             for j in dag_jobs(REPO, {"scale": "paper"})}
-    tsm2 = jobs[("tsm2x", (("exp", "tsm2_r"), ("paper", "tsm2x")))]
+    tsm2 = jobs[("experiment", (("experiment", "tsm2x/tsm2_r"),))]
     assert {"results/ceilings/ceilings/record.json", "results/build/kernels/tsm2r.json"} <= tsm2
     assert "results/build/kernels/tsm2l.json" not in tsm2
-    budget = jobs[("clicktrain", (("exp", "clicktrain_budget"), ("paper", "clicktrain")))]
+    budget = jobs[("experiment", (("experiment", "clicktrain/clicktrain_budget"),))]
     assert {"results/clicktrain/admm/record.json", "results/clicktrain/clicktrain_budget/admm_e10/record.json",
             "results/clicktrain/clicktrain_budget/dense_e40_s1/record.json",
             "results/baseline/resnet32/record.json"} <= budget
 
 
 def test_superneurons_records_feed_the_report():
-    """The superneurons rule builds every experiment file of the paper (the four of the paper's
+    """The experiment rule builds every experiment file of the paper (the four of the paper's
     results and the comparisons with today's alternatives); the claims report and the MLflow step take
     their records (and every figure) as inputs."""
     from repro import layout
@@ -100,7 +164,8 @@ def test_superneurons_records_feed_the_report():
     names = sorted(layout.experiments_of("superneurons"))
     assert {"depth", "max_batch", "peak_memory", "throughput", "vs_today_vit"} <= set(names)
     jobs = dag_jobs(REPO, {"scale": "smoke"})
-    assert sorted(j.wildcards["exp"] for j in jobs if j.rule.name == "superneurons") == names
+    assert sorted(layout.split(j.wildcards["experiment"])[1] for j in jobs
+                  if j.rule.name == "experiment" and j.wildcards["experiment"].startswith("superneurons/")) == names
     for rule in ("claims", "mlflow"):
         inputs = {str(f) for j in jobs if j.rule.name == rule for f in j.input}
         assert {f"results/superneurons/{e}/record.json" for e in names} <= inputs
@@ -116,6 +181,72 @@ def test_lint():
 def test_bad_config_value_fails_at_start():
     proc = _snakemake("-n", "--config", "scale=huge", check=False)
     assert proc.returncode != 0 and "scale" in proc.stderr + proc.stdout
+
+
+def workflow_copy(work: Path) -> Path:
+    """The workflow and the code it runs, copied to ``work`` (results stay out of the checkout)."""
+    work.mkdir(parents=True, exist_ok=True)
+    for name in SMOKE_COPY:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, work / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy2(src, work / name)
+    return work
+
+
+def snakemake_in(work: Path, *args) -> subprocess.CompletedProcess:
+    """``snakemake ARGS`` in a copy, its jobs running the copy's code."""
+    bindir = Path(sys.executable).parent
+    env = {**os.environ, "PYTHONPATH": str(work / "src"), "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=work, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+def planned(proc: subprocess.CompletedProcess) -> dict[str, int]:
+    """Jobs per rule in a run's job stats ({} when there is nothing to be done)."""
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    if "Job stats:" not in out:
+        assert "Nothing to be done" in out, out[-3000:]
+        return {}
+    table = out.split("Job stats:", 1)[1].split("\ntotal", 1)[0]
+    return {cols[0]: int(cols[1]) for line in table.splitlines()
+            if len(cols := line.split()) == 2 and cols[1].isdigit()}
+
+
+def files_under(root: Path) -> dict[str, tuple[int, int, bytes]]:
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns, p.read_bytes())
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.slow
+def test_a_damaged_split_reruns_the_data_step_and_a_dry_run_changes_nothing(tmp_path):
+    """The prepared splits are checked against their manifest while the DAG is built, reading only
+    (data.smk): a dry run and a lint leave a damaged folder as it is and say what is damaged; a real
+    run reruns the cifar10 step."""
+    from repro.prepared import broken_splits
+
+    work = workflow_copy(tmp_path / "work")
+    shards = write_mini_shards(tmp_path / "shards")
+    args = ("results/data/cifar10/manifest.json", "--cores", "1", "--config", "scale=smoke",
+            f"cifar10_source=shards:{shards}")
+    assert planned(snakemake_in(work, *args)) == {"cifar10_check": 1, "cifar10_source": 1, "cifar10": 1}
+    assert planned(snakemake_in(work, "-n", *args)) == {}
+    split = work / "results" / "data" / "cifar10" / "train.npz"
+    split.write_bytes(split.read_bytes()[: split.stat().st_size // 2])
+    before = files_under(work / "results")
+    dry = snakemake_in(work, "-n", *args)
+    assert planned(dry) == {"cifar10_check": 1, "cifar10": 1}
+    assert "results/data/cifar10 is damaged" in dry.stderr and "train.npz has" in dry.stderr
+    lint = snakemake_in(work, "--lint")
+    assert lint.returncode == 0, lint.stdout[-3000:] + lint.stderr[-3000:]
+    assert files_under(work / "results") == before  # the damaged split and its manifest as they were
+    assert planned(snakemake_in(work, *args)) == {"cifar10_check": 1, "cifar10": 1}
+    assert broken_splits(work / "results" / "data" / "cifar10") == []
+    # the stamp's job reruns once to record that the damage is gone; the data step does not
+    assert planned(snakemake_in(work, *args)) == {"cifar10_check": 1}
+    assert planned(snakemake_in(work, "-n", *args)) == {}
 
 
 @pytest.mark.slow

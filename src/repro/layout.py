@@ -3,8 +3,9 @@
 adding one edits no shared file. Kept light (no torch, no Hydra): Snakemake calls it at every start.
 
 - A paper is a subpackage of ``repro.papers``; it owns
-  ``config/experiment/<paper>/``, ``config/claims/<paper>.yaml``, ``workflow/rules/<paper>.smk``,
-  ``tests/<paper>/`` and ``docs/papers/<paper>.md``.
+  ``config/experiment/<paper>/``, ``config/claims/<paper>.yaml``, ``tests/<paper>/`` and
+  ``docs/papers/<paper>.md``, and ``workflow/rules/<paper>.smk`` only where it has steps of its own
+  (the workflow's experiment rule runs every experiment file).
 - An experiment is ``<paper>/<name>``: the file ``config/experiment/<paper>/<name>.yaml``. A variant
   names one base experiment of the same paper in its ``defaults:`` list and states only what differs;
   :func:`experiment_file` merges it as Hydra does.

@@ -1,6 +1,6 @@
 """Prepared CIFAR-10 splits as the workflow sees them, with no heavy imports (Snakemake calls
-:func:`broken_splits` at every start): does a prepared folder still match its manifest, and which
-temp files did a killed preparation leave there."""
+:func:`broken_splits` while it builds the DAG): does a prepared folder still match its manifest, and
+which temp files did a killed preparation leave there."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ def stale_temp_files(out_dir: Path) -> list[Path]:
 def broken_splits(out_dir: Path) -> list[str]:
     """Why the prepared splits in ``out_dir`` do not match their manifest (cheap: file sizes where the
     manifest records them, else the SHA-256), [] when they do or when nothing is prepared yet. The
-    workflow calls this at every start and removes the manifest of a broken set, so that Snakemake
-    sees an output missing and reruns the data step."""
+    workflow calls this while it builds the DAG, changing nothing, and reruns the data step of a
+    broken set (workflow/rules/data.smk)."""
     out_dir = Path(out_dir)
     try:
         manifest = json.loads((out_dir / MANIFEST).read_text())

@@ -3,13 +3,10 @@ hand-made miniature inputs."""
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import os
 import pickle
 import shutil
-import tarfile
 from pathlib import Path
 
 import numpy as np
@@ -21,35 +18,6 @@ from repro.data.arrays import DataError, read_split
 from repro.data.cifar10 import CLASSES, main, parse_source, prepare_cifar10
 
 SHARDS = Path(os.environ.get("REPRO_CIFAR10_SHARDS", Path(__file__).resolve().parents[3] / "shared/data/cifar10-jpeg"))
-
-
-def _jpeg(colour) -> bytes:
-    buf = io.BytesIO()
-    Image.new("RGB", (32, 32), tuple(colour)).save(buf, format="JPEG")
-    return buf.getvalue()
-
-
-def _write_shard(path: Path, split: str, per_class: int) -> None:
-    with tarfile.open(path, "w:xz") as tar:
-        for label, name in enumerate(CLASSES):
-            for i in range(per_class):
-                data = _jpeg((20 * label, 100, 200))
-                info = tarfile.TarInfo(f"{split}/{name}/{i:04d}.jpg")
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-
-
-@pytest.fixture
-def mini_shards(tmp_path) -> Path:
-    """train-0..4 and test shards of 2 images per class, with SHA256SUMS."""
-    d = tmp_path / "shards"
-    d.mkdir()
-    names = [f"train-{i}.tar.xz" for i in range(5)] + ["test.tar.xz"]
-    for name in names:
-        _write_shard(d / name, "test" if name.startswith("test") else "train", 2)
-    sums = "".join(f"{hashlib.sha256((d / n).read_bytes()).hexdigest()}  {n}\n" for n in names)
-    (d / "SHA256SUMS").write_text(sums)
-    return d
 
 
 def test_mini_shards_subset_and_manifest(mini_shards, tmp_path):

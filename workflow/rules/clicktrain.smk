@@ -2,32 +2,13 @@
 # training (ADMM), pruning during training (PruneTrain) and 2:4 sparsity; the comparisons behind the
 # claims, the schedule-length sweep (its points run through the spine's sweep_point rule) and the
 # pruned models' inference latency. The arms have a rule of their own: they also export pruned.pt,
-# which the inference steps read.
-CLICKTRAIN_ARMS = "(vgg16_)?(clicktrain|admm|prunetrain|sparse24)"
-
-
-rule clicktrain_arm:
-    input:
-        unpack(lambda wc: experiment_inputs(f"clicktrain/{wc.exp}")),
+# which the inference steps read; every other step is the spine's experiment rule.
+use rule experiment as clicktrain_arm with:
     output:
-        record=record("clicktrain/{exp}"),
-        pruned="results/clicktrain/{exp}/pruned.pt",
-    log:
-        log_of("clicktrain/{exp}"),
-    params:
-        scale=SCALE,
+        record=rules.experiment.output.record,
+        pruned="results/{experiment}/pruned.pt",
     wildcard_constraints:
-        exp=CLICKTRAIN_ARMS,
-    resources:
-        **step_resources(lambda wc: f"clicktrain/{wc.exp}"),
-    container:
-        GPU_IMAGE
-    shell:
-        repro_run("clicktrain/{wildcards.exp}")
+        experiment="clicktrain/(vgg16_)?(clicktrain|admm|prunetrain|sparse24)",
 
 
-use rule experiment as clicktrain with:
-    wildcard_constraints:
-        paper="clicktrain",
-        exp=experiments("clicktrain", exclude=[f"{net}{arm}" for net in ("", "vgg16_")
-                                               for arm in ("clicktrain", "admm", "prunetrain", "sparse24")]),
+ruleorder: clicktrain_arm > experiment

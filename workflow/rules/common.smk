@@ -2,12 +2,14 @@
 # run experiments are in experiment.smk (docs/adding-a-paper.md).
 import os
 import sys
+from functools import cache
 from pathlib import Path
 
 sys.path.insert(0, f"{workflow.basedir}/src")  # repro's light modules, without install
 from repro import layout, sweep
 from repro.pipeline import provenance, watchdog
 from repro.pipeline.scale import resolve_scale
+from repro.prepared import broken_splits
 
 # The jobs watch this process: when Snakemake is killed, they stop (repro.pipeline.watchdog).
 watchdog.export_workflow_pid()
@@ -21,17 +23,9 @@ EXPERIMENTS = layout.experiment_names()
 SWEEPS = {e: sweep.own_points(e, SCALE) for e in EXPERIMENTS if sweep.is_sweep(e)}
 
 
-def experiments(paper, exclude=()):
-    """A wildcard constraint matching the paper's experiment names (those in ``exclude`` aside)."""
-    return layout.alternatives(n for n in layout.experiments_of(paper) if n not in exclude)
-
-
-def record(experiment):
-    return layout.record_path(experiment)
-
-
-def log_of(experiment):
-    return f"results/logs/{experiment}.log"
+def experiments_of(paper):
+    """The paper's experiments, as '<paper>/<name>'."""
+    return [e for e in EXPERIMENTS if layout.split(e)[0] == paper]
 
 
 def experiment_inputs(experiment):
@@ -42,7 +36,7 @@ def experiment_inputs(experiment):
     found = {"cfg": [provenance.repo_path(p) for p in layout.experiment_files(experiment)],
              "code": provenance.experiment_code(experiment)}
     found.update({name: f"results/{path}" for name, path in layout.inputs(experiment).items()})
-    found["kernels"] = [f"results/build/kernels/{stem}.json" for stem in layout.kernels(experiment)]
+    found["kernels"] = expand(rules.build_kernel.output.status, stem=layout.kernels(experiment))
     if experiment in SWEEPS:
         found["points"] = list(sweep.needed_records(experiment, SCALE).values())
     return found
@@ -81,9 +75,27 @@ def step_resources(experiment_of_job):
 
 
 def experiment_of(wc):
-    return f"{wc.paper}/{wc.exp}"
+    """The experiment an experiment job runs ('<paper>/<name>')."""
+    return wc.experiment
 
 
 def point_of(wc):
     """The sweep point a sweep_point job runs."""
     return SWEEPS[f"{wc.paper}/{wc.sweep}"][wc.point]
+
+
+@cache
+def cifar10_damage():
+    """Why the prepared CIFAR-10 splits no longer match their manifest ([] when they do, or when none
+    are prepared yet): read once while the DAG is built, and said on stderr (data.smk)."""
+    prepared = os.path.dirname(rules.cifar10.output.manifest)
+    problems = broken_splits(prepared)
+    if problems:
+        print(f"repro: {prepared} is damaged ({'; '.join(problems)}): the cifar10 step reruns", file=sys.stderr)
+    return problems
+
+
+def newer_counts_if(condition, path):
+    """``path`` as an input whose modification time reruns the step only while ``condition`` holds
+    (ancient() otherwise); the set of input files is the same either way, so switching reruns nothing."""
+    return path if condition else ancient(path)

@@ -2,16 +2,24 @@
 # checksummed array file per split that every training job reads.
 
 
-from repro.prepared import MANIFEST, broken_splits
-
-# A prepared split that no longer matches its manifest (truncated, deleted) makes the data step
-# rerun: its manifest is removed here, so Snakemake sees an output missing (Snakemake itself only
-# looks at presence and times, not content).
-_broken = broken_splits("results/data/cifar10")
-if _broken:
-    print("repro: results/data/cifar10 is damaged (" + "; ".join(_broken) + "): the cifar10 step reruns",
-          file=sys.stderr)
-    Path("results/data/cifar10", MANIFEST).unlink(missing_ok=True)
+# A prepared split that no longer matches its manifest (truncated, say) must make the data step
+# rerun, but Snakemake looks only at whether outputs exist and at their times, not at their content.
+# So the damage is read while the DAG is built (cifar10_damage: reading only, so that a dry run or a
+# lint changes nothing) and reaches the cifar10 step through a stamp: while the splits are damaged
+# the stamp's job reruns (its params name the damage) and the cifar10 step counts the stamp's time,
+# so it reruns too; while they are whole the step takes the stamp as ancient(), so the stamp's job
+# rerunning once after a repair, to record that the damage is gone, reruns nothing else.
+rule cifar10_check:
+    output:
+        "results/data/cifar10-check.txt",
+    log:
+        "results/logs/data/cifar10-check.log",
+    params:
+        damage=lambda wc: cifar10_damage(),
+    container:
+        CPU_IMAGE
+    shell:
+        "printf '%s\\n' {params.damage:q} > {output} 2> {log}"
 
 
 # The source is checked as its own step: Snakemake deletes a job's outputs before running it, so
@@ -35,6 +43,7 @@ rule cifar10_source:
 rule cifar10:
     input:
         checked=rules.cifar10_source.output,
+        damage=lambda wc: newer_counts_if(cifar10_damage(), rules.cifar10_check.output[0]),
     output:
         train="results/data/cifar10/train.npz",
         test="results/data/cifar10/test.npz",

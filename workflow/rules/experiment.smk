@@ -1,26 +1,27 @@
-# The rules that run experiments: `experiment`, the template each paper's rule file uses, and
-# `sweep_point`, one point of any sweep (docs/adding-a-paper.md).
+# The rules that run experiments: `experiment`, any experiment file of any paper, and `sweep_point`,
+# one point of any sweep (docs/adding-a-paper.md).
 
 
-# A template: each paper's rule file uses it as `use rule experiment as <paper> with:` and names its
-# experiments in wildcard_constraints.
+# One experiment file: its inputs, code, kernels and GPU count come from the file. A paper whose step
+# differs (more outputs, say) writes a rule of its own in workflow/rules/<paper>.smk and puts it
+# first with `ruleorder: <its rule> > experiment` (clicktrain.smk).
 rule experiment:
     input:
         unpack(lambda wc: experiment_inputs(experiment_of(wc))),
     output:
-        record="results/{paper}/{exp}/record.json",
+        record="results/{experiment}/record.json",
     log:
-        "results/logs/{paper}/{exp}.log",
+        "results/logs/{experiment}.log",
     params:
         scale=SCALE,
     wildcard_constraints:
-        paper="(?!)",
+        experiment=layout.alternatives(EXPERIMENTS),
     resources:
         **step_resources(experiment_of),
     container:
         GPU_IMAGE
     shell:
-        repro_run("{wildcards.paper}/{wildcards.exp}")
+        repro_run("{wildcards.experiment}")
 
 
 # One point of a sweep: its experiment with the point's parameters (and seed), in the sweep's folder.

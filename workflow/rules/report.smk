@@ -4,21 +4,35 @@ FIGURES = [e for e in EXPERIMENTS if layout.experiment_file(e).get("figure")]
 
 rule figure:
     input:
-        record="results/{paper}/{name}/record.json",
+        record=rules.experiment.output.record,
     output:
-        png="results/figures/{paper}/{name}.png",
-        pdf="results/figures/{paper}/{name}.pdf",
+        png="results/figures/{experiment}.png",
+        pdf="results/figures/{experiment}.pdf",
     log:
-        "results/logs/figures/{paper}/{name}.log",
+        "results/logs/figures/{experiment}.log",
     params:
         reference=config["reference_root"],
     wildcard_constraints:
-        paper=layout.alternatives(layout.split(e)[0] for e in FIGURES),
-        name=layout.alternatives(layout.split(e)[1] for e in FIGURES),
+        experiment=layout.alternatives(FIGURES),
     container:
         CPU_IMAGE
     shell:
         "python -m repro.figures $(dirname {input.record}) {output.png} --reference {params.reference} > {log} 2>&1"
+
+
+rule mlflow:
+    input:
+        records=expand(rules.experiment.output.record, experiment=EXPERIMENTS),
+    output:
+        summary="results/mlflow/ingested.json",
+    log:
+        "results/logs/mlflow.log",
+    params:
+        uri=config["mlflow_uri"],
+    container:
+        CPU_IMAGE
+    shell:
+        "python -m repro.pipeline.tracking --results results --uri {params.uri} --out {output.summary} > {log} 2>&1"
 
 
 # The report also reads results/tests/junit.xml where `make test` wrote one, and writes a screenshot
@@ -26,9 +40,9 @@ rule figure:
 rule claims:
     input:
         ledger=[provenance.repo_path(p) for p in layout.claims_files()],
-        records=[record(e) for e in EXPERIMENTS],
-        figures=[layout.figure_path(e) for e in FIGURES],
-        mlflow="results/mlflow/ingested.json",
+        records=expand(rules.experiment.output.record, experiment=EXPERIMENTS),
+        figures=expand(rules.figure.output.png, experiment=FIGURES),
+        mlflow=rules.mlflow.output.summary,
     output:
         csv="results/claims/claims.csv",
         report="results/claims/report.html",
@@ -43,18 +57,3 @@ rule claims:
     shell:
         "python -m repro.report --ledger config/claims --results results --reference {params.reference} "
         "--figures {input.figures} --out results/claims --screenshot results/claims/report.png > {log} 2>&1"
-
-
-rule mlflow:
-    input:
-        records=[record(e) for e in EXPERIMENTS],
-    output:
-        summary="results/mlflow/ingested.json",
-    log:
-        "results/logs/mlflow.log",
-    params:
-        uri=config["mlflow_uri"],
-    container:
-        CPU_IMAGE
-    shell:
-        "python -m repro.pipeline.tracking --results results --uri {params.uri} --out {output.summary} > {log} 2>&1"
