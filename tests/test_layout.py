@@ -61,6 +61,42 @@ def test_bad_experiment_files_are_named(tmp_path, text, needle):
         layout.experiment_file("p/v", tmp_path)
 
 
+ABSTRACT = "# @package experiment\npaper: p\nentry: m:f\ngpus: 1\nparams: {a: 1, b: {c: 2, d: 3}}\nsmoke: {a: 0}\n"
+VARIANT = "# @package experiment\ndefaults: [/experiment/p/_base, _self_]\nname: v\nparams: {b: {d: 4}}\n"
+
+
+def test_an_abstract_base_is_built_on_but_is_no_experiment(tmp_path):
+    """A base named _<name> holds what its variants share: it is merged under them, but it is not
+    listed (so no workflow target) and reading it as an experiment is refused, naming it abstract."""
+    _write(tmp_path, "p/_base.yaml", ABSTRACT)
+    _write(tmp_path, "p/v.yaml", VARIANT)
+    assert layout.experiment_names(tmp_path) == ["p/v"] and layout.experiments_of("p", tmp_path) == ["v"]
+    assert layout.is_abstract("p/_base") and not layout.is_abstract("p/v")
+    assert [f.name for f in layout.experiment_files("p/v", tmp_path)] == ["v.yaml", "_base.yaml"]
+    assert layout.experiment_file("p/v", tmp_path) == {
+        "paper": "p", "entry": "m:f", "gpus": 1, "name": "v", "params": {"a": 1, "b": {"c": 2, "d": 4}}, "smoke": {"a": 0}}
+    with pytest.raises(layout.LayoutError, match=r"_base\.yaml: p/_base is an abstract base"):
+        layout.experiment_file("p/_base", tmp_path)
+
+
+def test_hydra_composes_a_variant_of_an_abstract_base_as_layout_merges_it(tmp_path):
+    from hydra import compose, initialize_config_dir
+
+    (tmp_path / "run.yaml").write_text((REPO / "config" / "run.yaml").read_text())
+    _write(tmp_path, "p/_base.yaml", ABSTRACT)
+    _write(tmp_path, "p/v.yaml", VARIANT)
+    with initialize_config_dir(config_dir=str(tmp_path), version_base="1.3"):
+        composed = compose(config_name="run", overrides=["experiment=p/v"]).experiment
+    assert OmegaConf.to_container(composed) == layout.experiment_file("p/v", tmp_path)
+
+
+def test_every_abstract_base_is_built_on():
+    """An abstract base no experiment names in its defaults would be dead config."""
+    config = REPO / "config" / "experiment"
+    used = {f for e in layout.experiment_names() for f in layout.experiment_files(e)[1:]}
+    assert {p for p in config.glob("*/_*.yaml")} <= used
+
+
 def test_kernel_stems_are_unique(tmp_path):
     for paper in ("a", "b"):
         (tmp_path / paper / "kernels").mkdir(parents=True)

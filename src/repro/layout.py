@@ -7,8 +7,11 @@ adding one edits no shared file. Kept light (no torch, no Hydra): Snakemake call
   ``docs/papers/<paper>.md``, and ``workflow/rules/<paper>.smk`` only where it has steps of its own
   (the workflow's experiment rule runs every experiment file).
 - An experiment is ``<paper>/<name>``: the file ``config/experiment/<paper>/<name>.yaml``. A variant
-  names one base experiment of the same paper in its ``defaults:`` list and states only what differs;
+  names one base of the same paper in its ``defaults:`` list and states only what differs;
   :func:`experiment_file` merges it as Hydra does.
+- A base whose name starts with ``_`` (``config/experiment/superneurons/_vs_today.yaml``) is abstract:
+  what several experiments share where none of them is a natural base for the others. It is no
+  experiment: not listed, not a workflow target, refused by ``repro.pipeline.run``.
 """
 
 from __future__ import annotations
@@ -130,10 +133,17 @@ def spine_modules(package_root: Path = PACKAGE_ROOT) -> list[str]:
                      and p.name not in SHARED + APART + ("papers",)})
 
 
+def is_abstract(experiment: str) -> bool:
+    """Whether '<paper>/<name>' names an abstract base (its name starts with '_'): a file other
+    experiments of the paper build on, never run itself."""
+    return split(experiment)[1].startswith("_")
+
+
 def experiment_names(root: Path | None = None) -> list[str]:
-    """Every experiment as '<paper>/<name>', sorted."""
+    """Every experiment as '<paper>/<name>', sorted (abstract bases are none)."""
     base = (root or config_dir()) / "experiment"
-    return sorted(p.relative_to(base).with_suffix("").as_posix() for p in base.glob("*/*.yaml"))
+    names = (p.relative_to(base).with_suffix("").as_posix() for p in base.glob("*/*.yaml"))
+    return sorted(n for n in names if not is_abstract(n))
 
 
 def split(experiment: str) -> tuple[str, str]:
@@ -186,7 +196,7 @@ def _read_cached(path: Path, mtime_ns: int, size: int) -> dict:
 
 def _base(path: Path, data: dict) -> Path | None:
     """The base file a variant's ``defaults: [/experiment/<paper>/<base>, _self_]`` names (None for a
-    file without one); the base is an experiment of the same paper. (Hydra resolves a relative entry
+    file without one); the base is an experiment or an abstract base of the same paper. (Hydra resolves a relative entry
     against the group of whichever file holds it, which differs between a selected and a nested
     file; the absolute form means the same everywhere.)"""
     defaults = data.get("defaults")
@@ -227,6 +237,9 @@ def _merge(base: dict, top: dict) -> dict:
 
 @lru_cache(maxsize=None)
 def _experiment_file(experiment: str, root: Path | None) -> dict:
+    if is_abstract(experiment):
+        raise LayoutError(f"{experiment_path(experiment, root)}: {experiment} is an abstract base (its name starts "
+                          f"with '_'): other experiments build on it, it is not run itself")
     merged: dict = {}
     for path in reversed(experiment_files(experiment, root)):
         merged = _merge(merged, {k: v for k, v in _read(path).items() if k != "defaults"})
@@ -245,7 +258,8 @@ def _experiment_file(experiment: str, root: Path | None) -> dict:
 
 def experiment_file(experiment: str, root: Path | None = None) -> dict:
     """The experiment file of '<paper>/<name>' as Hydra composes it (its base merged under it),
-    checked: name and paper match the path, only known keys, ``gpus`` a whole number."""
+    checked: name and paper match the path, only known keys, ``gpus`` a whole number; an abstract base
+    is refused (LayoutError)."""
     return _experiment_file(experiment, None if root is None else Path(root).resolve())
 
 

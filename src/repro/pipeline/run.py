@@ -151,6 +151,8 @@ def plan(cfg: DictConfig, overrides=()) -> Plan:
     """Check the whole composed config (``overrides``: the command line, for the params it sets);
     writes nothing. Raises ConfigError / NeedsGPU / RecordError naming the problem."""
     exp_cfg = cfg.get("experiment")
+    if abstract := _abstract_base(overrides):
+        raise ConfigError(abstract)
     if not exp_cfg:
         experiments = layout.experiment_names(CONFIG_DIR)
         raise ConfigError(f"choose one experiment=<paper>/<name>; available: {', '.join(experiments)}")
@@ -305,6 +307,21 @@ def reported_errors() -> tuple[type[BaseException], ...]:
     return tuple(found)
 
 
+def _asked_experiments(argv) -> list[str]:
+    """The experiments the command line's ``experiment=`` overrides name, in order."""
+    args = [str(a) for a in argv or ()]
+    return [a.split("=", 1)[1] for a in args if a.split("=", 1)[0].lstrip("+") == "experiment" and "=" in a]
+
+
+def _abstract_base(argv) -> str | None:
+    """The error for a command line whose experiment is an abstract base (layout.is_abstract), else None."""
+    asked = _asked_experiments(argv)
+    if not asked or not layout.is_abstract(asked[-1]):
+        return None
+    return (f"experiment={asked[-1]}: an abstract base (its name starts with '_'), which experiments build on "
+            f"but which is not run itself; available: {', '.join(layout.experiment_names(CONFIG_DIR))}")
+
+
 def precheck(argv: list[str]) -> int:
     """Compose and validate the command line as the run will (plan()), before Hydra creates or writes
     anything; 0 when it is good, else the exit code after printing what is wrong."""
@@ -313,12 +330,14 @@ def precheck(argv: list[str]) -> int:
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException, MissingConfigException
 
+    if abstract := _abstract_base(argv):
+        return _fail(abstract)
     try:
         with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
             cfg = compose(config_name="run", overrides=argv)
     except MissingConfigException as exc:
         experiments = layout.experiment_names(CONFIG_DIR)
-        asked = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0].lstrip("+") == "experiment" and "=" in a]
+        asked = _asked_experiments(argv)
         if asked and asked[-1] not in experiments:
             return _fail(f"experiment={asked[-1]}: no such experiment; available: {', '.join(experiments)}")
         return _fail(str(exc).splitlines()[0])
