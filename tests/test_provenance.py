@@ -177,6 +177,31 @@ def test_an_experiment_file_rewritten_as_a_variant_runs_the_same(tmp_path, monke
     assert provenance.changed_code(digests, old) == [var]
 
 
+def test_an_abstract_base_counts_through_the_experiments_built_on_it(tmp_path, monkeypatch):
+    """Keys that two experiment files shared, moved into a new abstract base, compute what they did (the
+    base is new since the record, but each experiment runs the same); a later edit of the base that
+    changes an experiment whose own file did not change counts."""
+    from repro import layout
+    from repro.pipeline import provenance
+
+    root, commit = _repo(tmp_path, monkeypatch)
+    monkeypatch.setenv("REPRO_CONFIG_DIR", str(root / "config"))
+    a, b, base = (f"config/experiment/p/{n}.yaml" for n in ("a", "b", "_base"))
+    old = commit({a: "name: a\npaper: p\nentry: m:f\ngpus: 1\nparams: {lr: 0.1, n: 1}\n",
+                  b: "name: b\npaper: p\nentry: m:f\ngpus: 1\nparams: {lr: 0.1, n: 2}\n"})
+    commit({base: "paper: p\nentry: m:f\ngpus: 1\nparams: {lr: 0.1}\n",
+            a: "defaults: [/experiment/p/_base, _self_]\nname: a\nparams: {n: 1}\n",
+            b: "defaults: [/experiment/p/_base, _self_]\nname: b\nparams: {n: 2}\n"})
+    layout._experiment_file.cache_clear()
+    assert sorted(provenance.changed_since(old, [a, base])) == sorted([a, base])
+    assert provenance.computes_the_same(a, old) and provenance.computes_the_same(base, old)
+    later = commit({b: "defaults: [/experiment/p/_base, _self_]\nname: b\nparams: {n: 2, lr: 0.1}\n"})
+    commit({base: "paper: p\nentry: m:f\ngpus: 1\nparams: {lr: 0.2}\n"})
+    layout._experiment_file.cache_clear()
+    assert not provenance.computes_the_same(base, later)  # a's lr moved with it, and a.yaml did not change
+    assert provenance.computes_the_same(b, later)  # b states its own lr
+
+
 def test_a_change_judged_unmoved_is_not_stale_and_a_later_edit_is(tmp_path, monkeypatch):
     """config/unmoved.yaml: a maintainer's judgment that one change of a file computes no other number
     takes that change (and only it: by digest, chained) out of the staleness check."""

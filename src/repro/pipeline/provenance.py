@@ -246,9 +246,12 @@ def computes_the_same(rel: str, commit: str) -> bool:
         index = definition_index()
         return all(digest in index.get(name, ()) for name, digest in defs.items())
     if rel.startswith("config/experiment/") and rel.endswith(".yaml"):
+        experiment = Path(rel).relative_to("config/experiment").with_suffix("").as_posix()
+        if layout.is_abstract(experiment):
+            return _base_computes_the_same(rel, experiment, commit)
         old = _experiment_at(commit, rel)
         try:
-            now = layout.experiment_file(Path(rel).relative_to("config/experiment").with_suffix("").as_posix())
+            now = layout.experiment_file(experiment)
         except layout.LayoutError:
             return False
         if old is None:
@@ -256,6 +259,23 @@ def computes_the_same(rel: str, commit: str) -> bool:
         return (str(old.get("entry", "")).rpartition(":")[2] == str(now.get("entry", "")).rpartition(":")[2]
                 and all(old.get(k) == now.get(k) for k in ("params", "smoke")))
     return False
+
+
+def _base_computes_the_same(rel: str, base: str, commit: str) -> bool:
+    """Whether an abstract base (layout.is_abstract) changed since ``commit`` (or made since, from keys its
+    variants held) computes what it did: it runs nothing itself, so through the experiments built on it.
+    One whose own file changed since is judged whole by itself (computes_the_same merges its bases);
+    every other one must compute the same as then."""
+    paper = layout.split(base)[0]
+    built_on = []
+    for name in layout.experiments_of(paper):
+        try:
+            files = layout.experiment_files(f"{paper}/{name}")
+        except layout.LayoutError:
+            return False
+        if rel in (repo_path(f) for f in files[1:]):
+            built_on.append(f"config/experiment/{paper}/{name}.yaml")
+    return bool(built_on) and all(computes_the_same(v, commit) for v in built_on if not changed_since(commit, [v]))
 
 
 def _split_off(rel: str, commit: str) -> bool:
