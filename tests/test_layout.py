@@ -90,6 +90,20 @@ def test_hydra_composes_a_variant_of_an_abstract_base_as_layout_merges_it(tmp_pa
     assert OmegaConf.to_container(composed) == layout.experiment_file("p/v", tmp_path)
 
 
+def test_the_runner_refuses_an_abstract_base(tmp_path, monkeypatch, capsys, compose):
+    """`python -m repro.pipeline.run experiment=<paper>/_<base>` fails before anything runs, saying the
+    file is an abstract base and naming the experiments; so does a run that reaches plan() (Hydra's
+    own flags skip the precheck)."""
+    from repro.pipeline import run
+
+    assert run.precheck(["experiment=superneurons/_vs_today", "scale=smoke"]) == 2
+    err = capsys.readouterr().err
+    assert "experiment=superneurons/_vs_today: an abstract base" in err and "superneurons/vs_today_vit" in err
+    overrides = ["experiment=superneurons/_vs_today", "scale=smoke"]
+    with pytest.raises(run.ConfigError, match="an abstract base"):
+        run.plan(compose(overrides), overrides)
+
+
 def test_every_abstract_base_is_built_on():
     """An abstract base no experiment names in its defaults would be dead config."""
     config = REPO / "config" / "experiment"
