@@ -142,3 +142,27 @@ def test_experiment_files_are_read_once_per_version(tmp_path, monkeypatch):
     path.write_text("name: e\nparams: {n: 22}\n")
     os.utime(path, ns=(1, 1))  # a new version even where the clock does not move
     assert layout._read(path)["params"] == {"n": 22} and len(loads) == 2
+
+
+def _content_lines(path) -> list[str]:
+    """An experiment file's lines as written, its comment and blank lines aside."""
+    return [line.rstrip() for line in path.read_text().splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def test_no_two_experiment_files_of_a_paper_share_more_than_half_their_lines():
+    """Configs state only the difference: a variant names its base in `defaults:` and holds what differs,
+    and what several files share where none is a natural base for the others is an abstract base. Two
+    files of a paper whose common lines are more than half of the shorter one's are a copy to fold over
+    a base. Files of different papers are not compared: a base is always of the same paper."""
+    from collections import Counter
+    from itertools import combinations
+
+    config = REPO / "config" / "experiment"
+    copies = []
+    for folder in sorted(p for p in config.iterdir() if p.is_dir()):
+        lines = {p: Counter(_content_lines(p)) for p in sorted(folder.glob("*.yaml"))}
+        for a, b in combinations(lines, 2):
+            shared, shorter = sum((lines[a] & lines[b]).values()), min(lines[a].total(), lines[b].total())
+            if shared > shorter / 2:
+                copies.append(f"{a.relative_to(config)} and {b.relative_to(config)} ({shared} of {shorter} lines)")
+    assert not copies, "experiment files that share more than half their lines: " + "; ".join(copies)
