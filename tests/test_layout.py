@@ -36,7 +36,7 @@ def test_papers_are_the_packages_that_are_not_shared_libraries():
 
 def test_a_variant_lists_its_base_files():
     files = layout.experiment_files("comet/vgg16_comet_fixed_eb")
-    assert [f.stem for f in files] == ["vgg16_comet_fixed_eb", "comet_fixed_eb", "comet_uncompressed"]
+    assert [f.stem for f in files] == ["vgg16_comet_fixed_eb", "vgg16_comet_uncompressed", "comet_uncompressed"]
     assert layout.experiment_file("comet/vgg16_comet_fixed_eb")["params"]["method"] == "fixed"
 
 
