@@ -322,3 +322,47 @@ def test_references_of_two_cards_are_judged_apart(tmp_path):
     mixed = claims.build(ledger, tmp_path / "results", ref, config).set_index("claim_id").loc["mixed"]
     assert mixed.reference_verdict == "no-reference"
     assert "no one card has them all (nvidia-h200: k/a; nvidia-h100-80gb-hbm3: k/b)" in mixed.reference_details[0]
+
+
+def test_a_margin_inside_the_run_to_run_spread_is_inconclusive(tmp_path):
+    """The ledger names the repeat runs of a claim's headline metric; a margin to the target inside
+    their range (the run and its repeats) is no verdict, a margin outside it keeps its verdict with the
+    spread shown, and a claim without repeats says that no spread was measured."""
+    config = tmp_path / "config"
+    (config / "experiment" / "k").mkdir(parents=True)
+    (config / "experiment" / "k" / "a.yaml").write_text("name: a\npaper: k\ngpus: 1\n")
+    common = dict(paper="P", statement="s", paper_value=2.0, unit="x", direction=">=",
+                  metric={"experiment": "k/a", "key": "speedup"})
+    repeats = {"repeats": ["logs/k/a_seeds/s1", "logs/k/a_seeds/s2"]}
+    ledger = tmp_path / "claims.yaml"
+    ledger.write_text(yaml.safe_dump({"claims": [
+        {**common, "id": "near", "target": 1.65, "spread": repeats},   # margin 0.05 < range 0.1
+        {**common, "id": "far", "target": 1.2, "spread": repeats},     # margin 0.5 > range 0.1
+        {**common, "id": "none", "target": 1.2},
+        {**common, "id": "gone", "target": 1.2, "spread": {"repeats": ["logs/k/a_seeds/s9"]}},
+    ]}))
+    card = tmp_path / "reference" / "nvidia-h200"
+    _write(card, "k", "a", {"speedup": 1.7})
+    _write(card / "logs" / "k", "a_seeds", "s1", {"speedup": 1.6})
+    _write(card / "logs" / "k", "a_seeds", "s2", {"speedup": 1.65})
+    df = claims.build(ledger, tmp_path / "results", tmp_path / "reference", config).set_index("claim_id")
+    near = df.loc["near"]
+    assert near.reference_verdict == "inconclusive" and near.reference_measured == "1.7"
+    assert near.reference_details[0].startswith("inconclusive: the margin to the target is inside the 0.1 (range over 3 runs")
+    far = df.loc["far"]
+    assert far.reference_verdict == "reproduced"
+    assert any(d.startswith("run-to-run spread: 0.1 (range over 3 runs, 1.6 to 1.7); margin to the target 0.5")
+               for d in far.reference_details)
+    assert "run-to-run spread: none measured (the ledger names no repeat runs)" in df.loc["none"].reference_details
+    gone = df.loc["gone"]
+    assert gone.reference_verdict == "reproduced"
+    assert any("repeat runs missing on this card (logs/k/a_seeds/s9)" in d for d in gone.reference_details)
+    assert claims.tally(df.reset_index(), "reference")["inconclusive"] == 1
+
+
+def test_a_malformed_spread_is_named(tmp_path):
+    bad = tmp_path / "claims.yaml"
+    bad.write_text(yaml.safe_dump({"claims": [dict(id="x.y", paper="P", statement="s", paper_value=1, unit="x",
+                                                   target=1, direction=">=", spread=["logs/a"])]}))
+    with pytest.raises(claims.LedgerError, match=r"x.y.*spread must be \{repeats: \["):
+        claims.load_ledger(bad)

@@ -52,8 +52,8 @@ def test_each_claim_is_judged_on_the_reference_machine_and_here(built):
 def test_the_counts_of_both_sides(built):
     _, df = built
     ref, here = claims.tally(df, "reference"), claims.tally(df, "here")
-    assert ref == {"reproduced": 3, "not-reproduced": 2, "no-reference": 1, "pending": 1, "model reproduced": 0,
-                   "model not-reproduced": 1, "model no-reference": 0}
+    assert ref == {"reproduced": 3, "not-reproduced": 2, "inconclusive": 0, "no-reference": 1, "pending": 1,
+                   "model reproduced": 0, "model not-reproduced": 1, "model inconclusive": 0, "model no-reference": 0}
     assert (here["reproduced"], here["smoke"], here["not-run-here"], here["pending"]) == (1, 1, 4, 1)
     assert here["model not-run-here"] == 1
     assert report_content.by_reference_machine(df) == [("NVIDIA H200", 3, 3)]  # model rows too

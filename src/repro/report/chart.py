@@ -60,7 +60,7 @@ def placed(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for r in df.itertuples():
         difference = is_difference(r.unit, r.target_value)
-        here = r.here_value if r.here_verdict in ("reproduced", "not-reproduced") else None
+        here = r.here_value if r.here_verdict in ("reproduced", "not-reproduced", "inconclusive") else None
         paper = None if r.paper_unit else r.paper_value_value
         rows.append(dict(claim_id=r.claim_id, kind=r.kind, difference=difference,
                          reference=position(r.reference_value, r.target_value, r.direction, difference),

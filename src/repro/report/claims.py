@@ -41,10 +41,11 @@ SIDE_COLUMNS = ["kind", "reference_verdict", "reference_measured", "reference_ha
                 "reference_commit", "reference_record", "reference_run_id", "here_verdict", "here_measured",
                 "here_scale", "here_why", "here_record", "here_run_id", "here_mlflow_run"]
 CSV_COLUMNS = COLUMNS + SIDE_COLUMNS
-VERDICTS = ("reproduced", "not-reproduced", "not-run-here", "model", "pending")
-REFERENCE_VERDICTS = ("reproduced", "not-reproduced", "no-reference", "pending")
-HERE_VERDICTS = ("reproduced", "not-reproduced", "smoke", "not-run-here", "pending")
-CLAIM_FIELDS = {"id", "paper", "statement", "paper_value", "paper_unit", "unit", "target", "direction", "metric",
+VERDICTS = ("reproduced", "not-reproduced", "inconclusive", "not-run-here", "model", "pending")
+REFERENCE_VERDICTS = ("reproduced", "not-reproduced", "inconclusive", "no-reference", "pending")
+HERE_VERDICTS = ("reproduced", "not-reproduced", "inconclusive", "smoke", "not-run-here", "pending")
+JUDGED = ("reproduced", "not-reproduced", "inconclusive")  # verdicts that have a value against the target
+CLAIM_FIELDS = {"id", "paper", "statement", "paper_value", "paper_unit", "unit", "target", "direction", "metric", "spread",
                 "also", "needs", "kind", "timing", "note"}
 REQUIRED = {"id", "paper", "statement", "paper_value", "unit", "target", "direction"}
 NEEDS = re.compile(r"^(cpu|gpu\d*)$")
@@ -98,6 +99,12 @@ def load_ledger(path: Path) -> list[dict]:
                     raise LedgerError(f"{where}: metric conditions need 'experiment' and 'key'")
             if "needs" in c and not NEEDS.match(str(c["needs"])):
                 raise LedgerError(f"{where}: needs must be cpu, gpu or gpu<N>, got {c['needs']!r}")
+            if "spread" in c and not (isinstance(c["spread"], dict) and set(c["spread"]) == {"repeats"}
+                                      and isinstance(c["spread"]["repeats"], list) and c["spread"]["repeats"]
+                                      and all(isinstance(r, str) for r in c["spread"]["repeats"])):
+                raise LedgerError(f"{where}: spread must be {{repeats: [<run folder>, ...]}} (the folders of repeat "
+                                  f"runs of the headline metric, relative to the card's reference folder), got "
+                                  f"{c['spread']!r}")
             if c.get("metric") and "needs" in c:
                 raise LedgerError(f"{where}: needs follows from the experiments' gpus; state it only for a "
                                   "pending claim (no metric)")
@@ -223,6 +230,47 @@ def _judged(claim: dict, recs: dict[str, dict], timing) -> Side:
     return side
 
 
+def spread_of(claim: dict, card_root: Path | None) -> tuple[list[float], list[str]]:
+    """The headline metric's values in the repeat runs the ledger names for the claim (``spread:
+    repeats:``, folders below ``card_root``, the card's reference folder), and what is missing."""
+    values, missing = [], []
+    key = claim["metric"]["key"]
+    for rel in (claim.get("spread") or {}).get("repeats", []):
+        path = Path(card_root or "") / rel
+        rec = records.read(path) if card_root is not None and (path / records.RECORD_NAME).exists() else None
+        if rec is None or key not in rec["metrics"]:
+            missing.append(rel)
+        else:
+            values.append(float(rec["metrics"][key]))
+    return values, missing
+
+
+def _apply_spread(claim: dict, side: Side, card_root: Path | None) -> None:
+    """Judge the margin against the run-to-run spread: the range of the headline value over the run
+    and its repeats. A margin to the target inside that range is no verdict: ``inconclusive``, with
+    the spread. A claim whose ledger names no repeats says so."""
+    value = side.value
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return
+    if not claim.get("spread"):
+        side.details.append("run-to-run spread: none measured (the ledger names no repeat runs)")
+        return
+    repeats, missing = spread_of(claim, card_root)
+    if missing:
+        side.details.append(f"run-to-run spread: repeat runs missing on this card ({', '.join(missing)})")
+    if not repeats:
+        return
+    values = [float(value), *repeats]
+    spread, margin = max(values) - min(values), abs(float(value) - float(claim["target"]))
+    text = (f"run-to-run spread: {_fmt(spread)} (range over {len(values)} runs, "
+            f"{_fmt(min(values))} to {_fmt(max(values))}); margin to the target {_fmt(margin)}")
+    if margin <= spread:
+        side.verdict = "inconclusive"
+        side.details.insert(0, f"inconclusive: the margin to the target is inside the {text.split(': ', 1)[1]}")
+    else:
+        side.details.append(text)
+
+
 def card_sides(claim: dict, reference_root: Path, results: Path, config_root: Path | None = None,
                check_code: bool = True) -> dict:
     """The claim judged on each card's committed reference runs: {slug: Side}, the cards in
@@ -246,7 +294,7 @@ def reference_side(claim: dict, reference_root: Path, results: Path, config_root
     if not sides:
         return _reference_side_on(claim, reference_root, results, config_root, None, check_code)
     for card, side in sides.items():  # the first card that judges it, else the first with its runs
-        if side.verdict in ("reproduced", "not-reproduced"):
+        if side.verdict in JUDGED:
             return side
     for card, side in sides.items():
         if side.records:
@@ -264,7 +312,7 @@ def reference_cards(claim: dict, reference_root: Path, results: Path, config_roo
                     sides: dict | None = None) -> dict:
     """The claim judged on every card that has its own run of the experiments it reads: {slug: Side}."""
     sides = card_sides(claim, reference_root, results, config_root) if sides is None else sides
-    return {card: side for card, side in sides.items() if side.verdict in ("reproduced", "not-reproduced")
+    return {card: side for card, side in sides.items() if side.verdict in JUDGED
             and any(Path(r["_dir"]).is_relative_to(Path(reference_root) / card) for r in side.records.values())}
 
 
@@ -297,6 +345,7 @@ def _reference_side_on(claim: dict, reference_root: Path, results: Path, config_
         return Side("no-reference", records=refs, why="the reference run of " + "; ".join(lacking) + (
             " (its record's tags and tables say why)"))
     side = _judged(claim, refs, claim.get("timing"))
+    _apply_spread(claim, side, Path(reference_root) / gpu if gpu else None)
     side.details += [f"{exp}: a CPU step, from this machine's paper-scale run" for exp in local]
     for exp, rec in refs.items():
         if check_code and exp not in local and (stale := stale_code(rec, Path(rec["_dir"]).parents[1])):
@@ -315,7 +364,9 @@ def here_side(claim: dict, results: Path) -> Side:
         return Side("not-run-here", why="; ".join(reasons) if len(local) == 1 or len(reasons) == 1 else
                     "; ".join(f"{e}: {why}" for e, why in absent.items()))
     if all(r["scale"] == "paper" for r in local.values()):
-        return _judged(claim, local, claim.get("timing"))
+        side = _judged(claim, local, claim.get("timing"))
+        _apply_spread(claim, side, Path(results))  # repeats below results/, as the reference mirrors it
+        return side
     conds = _conditions(claim)
     values = [(c, *_smoke_value(local[c["experiment"]]["metrics"], c["key"])) for c in conds]
     scales = sorted({r["scale"] for r in local.values()})
@@ -397,7 +448,7 @@ def evaluate(claim: dict, results: Path, reference_root: Path, config_root: Path
     row.update(here_scale="/".join(sorted({r["scale"] for r in here.records.values()})), here_why=here.why)
     if here.first and (run := (mlflow_runs or {}).get(here.first.get("record_id", ""))):
         row["here_mlflow_run"] = run["run_id"]
-    chosen, source = ((here, "this-run") if here.verdict in ("reproduced", "not-reproduced") else
+    chosen, source = ((here, "this-run") if here.verdict in JUDGED else
                       (ref, "reference") if ref.verdict != "no-reference" else (None, "none"))
     verdict = ("model" if kind == "model" and chosen else
                here.verdict if source == "this-run" else "not-run-here")

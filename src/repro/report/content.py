@@ -18,9 +18,11 @@ from repro import layout
 from repro.report import artifact
 from repro.report.claims import tally
 
-LABELS = {"reproduced": "reproduced", "not-reproduced": "not reproduced", "no-reference": "no committed run",
+LABELS = {"reproduced": "reproduced", "not-reproduced": "not reproduced",
+          "inconclusive": "inconclusive (inside the run-to-run spread)", "no-reference": "no committed run",
           "smoke": "smoke run (not judged)", "not-run-here": "not run here", "pending": "pending"}
-MODEL_LABELS = {"reproduced": "model: meets target", "not-reproduced": "model: misses target"}
+MODEL_LABELS = {"reproduced": "model: meets target", "not-reproduced": "model: misses target",
+                "inconclusive": "model: inside the spread"}
 
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'`])")
@@ -159,10 +161,14 @@ def summary_lines(ctx: Context) -> tuple[str, str]:
                                             for v, n in shown.items())
 
     reference = (f"On the reference machine ({reference_machine(ctx.df)}): {ref['reproduced']} of {measured} measured "
-                 f"claims reproduced, {ref['not-reproduced']} not reproduced, {ref['no-reference']} with no committed "
+                 f"claims reproduced, {ref['not-reproduced']} not reproduced, "
+                 + (f"{ref['inconclusive']} inconclusive, " if ref["inconclusive"] else "")
+                 + f"{ref['no-reference']} with no committed "
                  f"run, {ref['pending']} pending" + models_part(ref) + ".")
     here_line = (f"Here ({machine_here(ctx.here_runs, ctx.results)}): {here['reproduced']} reproduced, "
-                 f"{here['not-reproduced']} not reproduced, {here['smoke']} ran at smoke scale (not judged), "
+                 f"{here['not-reproduced']} not reproduced, "
+                 + (f"{here['inconclusive']} inconclusive, " if here["inconclusive"] else "")
+                 + f"{here['smoke']} ran at smoke scale (not judged), "
                  f"{here['not-run-here']} not run here, {here['pending']} pending" + models_part(here) + ".")
     return reference, here_line
 

@@ -42,7 +42,7 @@ h1{margin:0 0 .2em}h2{margin-top:1.6em;border-bottom:1px solid #ddd;padding-bott
 table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top;text-align:left}
 th{background:#f0f0f0}.num{text-align:right}small,.small{color:#555;font-size:11.5px}
 .pill{display:inline-block;border-radius:9px;padding:0 7px;font-size:11.5px;white-space:nowrap;margin:1px 0}
-.v-reproduced{background:#d4edda;color:#155724}.v-not-reproduced{background:#f8d7da;color:#721c24}
+.v-reproduced{background:#d4edda;color:#155724}.v-not-reproduced{background:#f8d7da;color:#721c24}.v-inconclusive{background:#ffe8cc;color:#7a4100}
 .v-no-reference,.v-pending{background:#e2e3e5;color:#383d41}.v-smoke{background:#d1ecf1;color:#0c5460}
 .v-not-run-here{background:#fff3cd;color:#856404}.model{background:#e8dff5;color:#4a2a7a}
 tr.claim:target{outline:2px solid #4a90d9}details summary{cursor:pointer;color:#245;font-size:12px}
@@ -62,14 +62,15 @@ def _pill(verdict: str, kind: str, side: str) -> str:
 
 def _bar(counts: list[tuple[int, str]]) -> str:
     total = sum(n for n, _ in counts) or 1
-    colours = {"reproduced": "#5cb85c", "not-reproduced": "#d9534f", "smoke": "#5bc0de", "not-run-here": "#f0ad4e",
+    colours = {"reproduced": "#5cb85c", "not-reproduced": "#d9534f", "inconclusive": "#f5a35c", "smoke": "#5bc0de",
+               "not-run-here": "#f0ad4e",
                "no-reference": "#bbb", "pending": "#ddd"}
     return '<div class="bar">' + "".join(
         f'<span style="width:{100 * n / total:.2f}%;background:{colours[v]}" title="{n} {E(LABELS[v])}"></span>'
         for n, v in counts if n) + "</div>"
 
 
-CARD_ORDER = ("reproduced", "not-reproduced", "smoke", "not-run-here", "no-reference", "pending")
+CARD_ORDER = ("reproduced", "not-reproduced", "inconclusive", "smoke", "not-run-here", "no-reference", "pending")
 
 
 def _card(title: str, line: str, t: dict, side: str, machines: list[tuple[str, int, int]] = ()) -> str:
@@ -93,7 +94,7 @@ def _side_cell(ctx: Context, r, side: str) -> str:
     value, record, record_id = fmt_value(getattr(r, f"{side}_value")), getattr(r, f"{side}_record"), getattr(r, f"{side}_run_id")
     parts = [_pill(verdict, kind, side)]
     if record:
-        shown = value or ("no value" if verdict in ("reproduced", "not-reproduced") else "record")
+        shown = value or ("no value" if verdict in ("reproduced", "not-reproduced", "inconclusive") else "record")
         parts.append("<br>" + _record_link(ctx, record, shown, record_id))
     if side == "reference" and r.reference_date:
         parts.append(f'<br><small>{E(r.reference_hardware)} \u00b7 {E(r.reference_date)} \u00b7 '
