@@ -83,7 +83,7 @@ def snakemake(*args, cwd=REPO, check=True, timeout=None):
     return proc
 
 
-SMOKE_COPY = ("Snakefile", "pyproject.toml", "config", "workflow", "profiles", "src")  # the report reads the licence in pyproject.toml
+SMOKE_COPY = ("Snakefile", "pyproject.toml", "LICENSE", "config", "workflow", "profiles", "src")  # the report reads the licence
 
 
 @pytest.fixture(scope="session")

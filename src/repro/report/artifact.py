@@ -137,8 +137,8 @@ def badges(df: pd.DataFrame, here: dict[str, dict], reference: dict[str, dict], 
     available = Badge("Available", [
         f"the code at commit {git['commit'][:12]}" + (" (with uncommitted changes)" if git.get("dirty") else ""),
         f"licence: {_licence() or 'none stated'} (pyproject.toml)" + (f", {', '.join(licence_files)}" if licence_files else ""),
-        f"committed reference runs: {len(reference)} experiments under {reference_root}/"
-        f"{'/'.join(ref_folders) or '?'} with their PROVENANCE.md"],
+        f"committed reference runs: {len(reference)} experiments under {reference_root}/ "
+        f"({', '.join(ref_folders) or 'no machine'}), each machine's with its PROVENANCE.md"],
         ([] if licence_files else ["no LICENSE file in the repository"]) +
         ["no archival DOI recorded: deposit the tagged commit (e.g. Zenodo) for this badge"])
     statuses = Counter((r["status"], r["scale"]) for r in here.values())
