@@ -507,3 +507,10 @@ def test_a_malformed_ceiling_is_named(tmp_path, ceiling):
     with pytest.raises(claims.LedgerError, match=r"claim #1 \(x.y\): ceiling must be \{experiment: <paper>/<name>"):
         claims.load_ledger(bad)
 
+
+def test_every_measured_claim_names_its_ceiling_or_why_there_is_none():
+    """The ledger's every claim with a metric has a ceiling: a record's metric (experiment and key) or
+    the reason none can be measured."""
+    for claim in claims.load_ledger(REPO / "config" / "claims"):
+        if claim.get("metric"):
+            assert "ceiling" in claim, f"{claim['id']}: no ceiling (name one, or say none: <why>)"
