@@ -587,8 +587,9 @@ def evaluate(claim: dict, results: Path, reference_root: Path, config_root: Path
                                                ceiling=side.ceiling, miss=side.miss)
                                     for card, side in others.items()}
         ref.details += [f"on {hardware_of(side.first)}: {_fmt(side.value)} ({side.verdict.replace('-', ' ')}"
-                        + (f", ceiling {_fmt(side.ceiling)}" if side.ceiling is not None else "")
-                        + (f"; miss: {MISS_LABELS[side.miss]}" + (f", {side.miss_text}" if side.miss_text else "")
+                        + (f"; ceiling {side.ceiling:.4g}" if side.ceiling is not None else "")
+                        + (f"; miss: {MISS_LABELS[side.miss]}" + (f", {side.miss_text}" if side.miss_text and
+                                                                 side.miss != "ceiling-below-target" else "")
                            if side.miss else "")
                         + f"; {record_path(side.first)})" for side in others.values()]
     ref.details += [f"on {hardware_of(side.first)}: no value ({side.why})" for side in sides.values()
