@@ -17,12 +17,13 @@ CLAIMS = [
     {**COMMON, "id": "h.both", "target": 1.5, "direction": ">=", "timing": True,
      "metric": {"experiment": "k/fast", "key": "speedup"},
      "also": [{"experiment": "k/fast", "key": "min", "target": 1.0, "direction": ">="}],
+     "ceiling": {"experiment": "k/fast", "key": "roof", "note": "a kernel at the copy roofline"},
      "note": "What is measured. Why it misses. A third sentence, behind the disclosure."},
     {**COMMON, "id": "h.ref", "target": 1.0, "direction": ">=", "metric": {"experiment": "k/skipped", "key": "speedup"}},
     {**COMMON, "id": "h.smoke", "paper": "Q", "target": 1.0, "direction": ">=",
      "metric": {"experiment": "k/smoke", "key": "speedup"}},
     {**COMMON, "id": "h.model", "paper": "Q", "target": 1.0, "direction": ">=", "kind": "model",
-     "metric": {"experiment": "k/sim", "key": "speedup"}},
+     "metric": {"experiment": "k/sim", "key": "speedup"}, "ceiling": {"none": "a model's result"}},
     {**COMMON, "id": "h.nan", "paper": "Q", "target": 0.5, "direction": "<=", "unit": "top-1 points lost",
      "metric": {"experiment": "k/nan", "key": "loss_at_target"}},
     {**COMMON, "id": "h.time", "paper": "Q", "target": 2.0, "direction": "<=", "unit": "s", "paper_unit": "ms on a K40",
@@ -83,7 +84,7 @@ def make(tmp_path: Path) -> dict:
     ledger.write_text(yaml.safe_dump({"claims": CLAIMS}))
     results, ref_root = tmp_path / "results", tmp_path / "reference"
     ref = ref_root / "nvidia-h200"
-    write_record(ref, "k/fast", {"speedup": 1.4, "min": 1.1}, sharing=3, started="2026-11-30T10:00:00+00:00")
+    write_record(ref, "k/fast", {"speedup": 1.4, "min": 1.1, "roof": 2.0}, sharing=3, started="2026-11-30T10:00:00+00:00")
     write_record(ref, "k/skipped", {"speedup": 1.7})
     write_record(ref, "k/sim", {"speedup": 0.9})
     write_record(ref, "k/nan", {"loss_at_target": float("nan")},
@@ -91,7 +92,7 @@ def make(tmp_path: Path) -> dict:
     write_record(ref, "k/sweep", {"seconds": 1.0}, started="2026-12-02T10:00:00+00:00")
     write_record(ref, "k/sweep/p1", {"seconds": 1.5}, duration=100.0)  # a sweep's point, nested in its folder
     figure(ref / "figures" / "k" / "skipped.png")
-    here = {"fast": write_record(results, "k/fast", {"speedup": 2.0, "min": 1.2}, sharing=0),
+    here = {"fast": write_record(results, "k/fast", {"speedup": 2.0, "min": 1.2, "roof": 2.5}, sharing=0),
             "skipped": write_record(results, "k/skipped", {}, scale="smoke", status="skipped", gpu=None),
             "smoke": write_record(results, "k/smoke", {"speedup": 0.01}, scale="smoke", gpu=None),
             "cpu": write_record(results, "k/cpu", {"err": 1e-9}, gpu=None)}  # a CPU step at paper scale

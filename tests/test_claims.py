@@ -311,7 +311,8 @@ def test_references_of_two_cards_are_judged_apart(tmp_path):
     assert (both.reference_verdict, both.reference_measured, both.reference_hardware) == ("reproduced", "1.7", "NVIDIA H200")
     assert any(d.startswith("on NVIDIA H100 80GB HBM3: 1.2 (not reproduced") for d in both.reference_details)
     assert both.reference_cards == {"nvidia-h100-80gb-hbm3": {"verdict": "not-reproduced", "value": 1.2,
-                                                              "hardware": "NVIDIA H100 80GB HBM3"}}
+                                                              "hardware": "NVIDIA H100 80GB HBM3", "ceiling": None,
+                                                              "miss": "no-ceiling"}}
     lacks = df.loc["lacks"]  # the H200's run has no "ratio": the H100's judges it, the H200's is named
     assert (lacks.reference_verdict, lacks.reference_hardware) == ("reproduced", "NVIDIA H100 80GB HBM3")
     assert any(d.startswith("on NVIDIA H200: no value") and "has no metric 'ratio'" in d for d in lacks.reference_details)
@@ -366,3 +367,150 @@ def test_a_malformed_spread_is_named(tmp_path):
                                                    target=1, direction=">=", spread=["logs/a"])]}))
     with pytest.raises(claims.LedgerError, match=r"x.y.*spread must be \{repeats: \["):
         claims.load_ledger(bad)
+
+
+def _ceiling_ledger(tmp_path, claims_list):
+    config = tmp_path / "config"
+    (config / "experiment" / "k").mkdir(parents=True, exist_ok=True)
+    for name in ("a", "roof"):
+        (config / "experiment" / "k" / f"{name}.yaml").write_text(f"name: {name}\npaper: k\ngpus: 1\n")
+    ledger = tmp_path / "claims.yaml"
+    ledger.write_text(yaml.safe_dump({"claims": claims_list}))
+    return ledger, config
+
+
+ROOF = {"experiment": "k/roof", "key": "bound", "note": "a kernel at the copy ceiling"}
+
+
+def test_each_miss_says_whether_the_implementation_or_the_claim_falls_short(tmp_path):
+    """A miss with a ceiling that meets the target is the implementation's (with the fraction of the
+    ceiling it reaches, in the claim's direction); one whose ceiling misses the target is the claim's
+    on this card (with the ceiling's value); one without a ceiling value says why: the ledger names
+    none, the run lacks the key, or the headline holds and the miss is in an also-condition. A claim
+    that holds shows its ceiling and no miss; an inconclusive one keeps its verdict."""
+    common = dict(paper="P", statement="s", paper_value=2.0, unit="x", direction=">=",
+                  metric={"experiment": "k/a", "key": "speedup"})
+    ledger, config = _ceiling_ledger(tmp_path, [
+        {**common, "id": "impl", "target": 1.6, "ceiling": ROOF},                    # 1.2 of 2.4: 0.5
+        {**common, "id": "claim", "target": 3.0, "ceiling": ROOF},                   # ceiling 2.4 < 3
+        {**common, "id": "none", "target": 1.6, "ceiling": {"none": "no ideal kernel exists"}},
+        {**common, "id": "unnamed", "target": 1.6},
+        {**common, "id": "lacks", "target": 1.6, "ceiling": {**ROOF, "key": "other"}},
+        {**common, "id": "also", "target": 1.0, "ceiling": ROOF,
+         "also": [{"experiment": "k/a", "key": "min", "target": 1.0, "direction": ">="}]},
+        {**common, "id": "holds", "target": 1.0, "ceiling": ROOF},
+        {**common, "id": "time", "target": 1.0, "direction": "<=", "unit": "s", "ceiling": {**ROOF, "key": "floor"},
+         "metric": {"experiment": "k/a", "key": "seconds"}},                          # 2 s over a 0.5 s floor: 0.25
+        {**common, "id": "points", "target": 90.0, "unit": "% top-1", "ceiling": {**ROOF, "key": "top1_bound"},
+         "metric": {"experiment": "k/a", "key": "top1"}},
+        {**common, "id": "near", "target": 1.25, "ceiling": ROOF, "spread": {"repeats": ["logs/k/a_s1"]}},
+    ])
+    card = tmp_path / "reference" / "nvidia-h200"
+    _write(card, "k", "a", {"speedup": 1.2, "min": 0.9, "seconds": 2.0, "top1": 88.0})
+    _write(card / "logs" / "k", "a_s1", "", {"speedup": 1.3})
+    _write(card, "k", "roof", {"bound": 2.4, "floor": 0.5, "top1_bound": 91.0})
+    df = claims.build(ledger, tmp_path / "results", tmp_path / "reference", config).set_index("claim_id")
+    impl = df.loc["impl"]
+    assert (impl.reference_verdict, impl.reference_measured, impl.reference_ceiling, impl.reference_miss) == (
+        "not-reproduced", "1.2", "2.4", "implementation")
+    assert impl.reference_miss_text == "0.5 of its ceiling" and impl.reference_ceiling_value == 2.4
+    assert any(d.startswith("miss: implementation short of its ceiling: the ceiling 2.4 meets the target (>= 1.6); "
+                            "the measured value is 0.5 of its ceiling") for d in impl.reference_details)
+    assert any(d.startswith("ceiling: 2.4 (bound of k/roof, ") and "a kernel at the copy ceiling" in d
+               for d in impl.reference_details)
+    claim = df.loc["claim"]
+    assert (claim.reference_miss, claim.reference_miss_text) == ("ceiling-below-target", "ceiling 2.4")
+    assert any("the ceiling 2.4 itself misses the target (>= 3): the claim does not hold on this card" in d
+               for d in claim.reference_details)
+    assert df.loc["none", "reference_miss"] == "no-ceiling"
+    assert any(d == "miss: no ceiling measured: no ideal kernel exists"
+               for d in df.loc["none", "reference_details"])
+    assert "miss: no ceiling measured: the ledger names no ceiling" in df.loc["unnamed", "reference_details"]
+    lacks = df.loc["lacks"]
+    assert (lacks.reference_miss, lacks.reference_ceiling) == ("no-ceiling", "")
+    assert any("the run of k/roof (c0ffee) has no metric 'other'" in d for d in lacks.reference_details)
+    also = df.loc["also"]  # 1.2 holds >= 1.0; min 0.9 misses: no ceiling bounds an also-condition
+    assert (also.reference_verdict, also.reference_miss, also.reference_miss_text) == (
+        "not-reproduced", "no-ceiling", "the miss is in min")
+    holds = df.loc["holds"]
+    assert (holds.reference_verdict, holds.reference_ceiling, holds.reference_miss) == ("reproduced", "2.4", "")
+    time = df.loc["time"]  # smaller is better: the fraction is ceiling / measured
+    assert (time.reference_miss, time.reference_miss_text) == ("implementation", "0.25 of its ceiling")
+    points = df.loc["points"]  # a difference claim: the gap in its unit, not a fraction
+    assert (points.reference_miss, points.reference_miss_text) == ("implementation", "3 % top-1 short of its ceiling")
+    near = df.loc["near"]
+    assert (near.reference_verdict, near.reference_ceiling, near.reference_miss) == ("inconclusive", "2.4", "")
+    counts = claims.miss_tally(df.reset_index(), "reference")
+    assert {k: counts[k] for k in claims.MISS_KINDS} == {"implementation": 3, "ceiling-below-target": 1, "no-ceiling": 4}
+
+
+def test_a_ceiling_never_comes_from_another_card(tmp_path):
+    """Each card's claim is bounded by that card's own run of the ceiling experiment: a card without
+    one has no ceiling (never the other card's), and a record of another GPU filed under a card is
+    refused."""
+    common = dict(paper="P", statement="s", paper_value=2.0, unit="x", direction=">=", target=1.6,
+                  metric={"experiment": "k/a", "key": "speedup"}, ceiling=ROOF)
+    ledger, config = _ceiling_ledger(tmp_path, [{**common, "id": "c"}])
+    ref = tmp_path / "reference"
+    h100 = dict(gpu="NVIDIA H100 80GB HBM3")
+    _write(ref / "nvidia-h200", "k", "a", {"speedup": 1.2})
+    _write(ref / "nvidia-h200", "k", "roof", {"bound": 2.4})
+    _write(ref / "nvidia-h100-80gb-hbm3", "k", "a", {"speedup": 1.1}, **h100)
+    claim = claims.load_ledger(ledger)[0]
+    sides = claims.card_sides(claim, ref, tmp_path / "results", config)
+    assert (sides["nvidia-h200"].ceiling, sides["nvidia-h200"].miss) == (2.4, "implementation")
+    h100_side = sides["nvidia-h100-80gb-hbm3"]
+    assert (h100_side.ceiling, h100_side.miss) == (None, "no-ceiling")
+    assert "miss: no ceiling measured: no committed run of k/roof on this card" in h100_side.details
+    _write(ref / "nvidia-h100-80gb-hbm3", "k", "roof", {"bound": 1.3}, **h100)
+    h100_side = claims.card_sides(claim, ref, tmp_path / "results", config)["nvidia-h100-80gb-hbm3"]
+    assert (h100_side.ceiling, h100_side.miss) == (1.3, "ceiling-below-target")
+    row = claims.build(ledger, tmp_path / "results", ref, config).set_index("claim_id").loc["c"]
+    assert (row.reference_ceiling, row.reference_miss) == ("2.4", "implementation")  # the H200's own
+    assert row.reference_cards["nvidia-h100-80gb-hbm3"]["ceiling"] == 1.3
+    assert any(d.startswith("on NVIDIA H100 80GB HBM3: 1.1 (not reproduced; ceiling 1.3; miss: ceiling below the "
+                            "target; ") for d in row.reference_details)
+    _write(ref / "nvidia-h200", "k", "roof", {"bound": 9.9}, **h100)  # an H100's record misfiled as the H200's
+    h200 = claims.card_sides(claim, ref, tmp_path / "results", config)["nvidia-h200"]
+    assert (h200.ceiling, h200.miss) == (None, "no-ceiling")
+    assert any("measured NVIDIA H100 80GB HBM3, not NVIDIA H200: a ceiling never comes from another card" in d
+               for d in h200.details)
+
+
+def test_here_a_ceiling_comes_from_this_machines_run_at_the_claims_scale(tmp_path):
+    common = dict(paper="P", statement="s", paper_value=2.0, unit="x", direction=">=", target=1.6,
+                  metric={"experiment": "k/a", "key": "speedup"}, ceiling=ROOF)
+    ledger, config = _ceiling_ledger(tmp_path, [{**common, "id": "c"}])
+    results = tmp_path / "results"
+    _write(results, "k", "a", {"speedup": 1.2})
+    _write(results, "k", "roof", {"bound": 2.4}, scale="smoke")
+    row = claims.build(ledger, results, tmp_path / "reference", config).set_index("claim_id").loc["c"]
+    assert (row.here_verdict, row.here_ceiling, row.here_miss) == ("not-reproduced", "", "no-ceiling")
+    assert any("k/roof ran here at smoke scale, the claim at paper" in d for d in row.here_details)
+    _write(results, "k", "roof", {"bound": 1.5})
+    row = claims.build(ledger, results, tmp_path / "reference", config).set_index("claim_id").loc["c"]
+    assert (row.here_ceiling, row.here_miss, row.here_miss_text) == ("1.5", "ceiling-below-target", "ceiling 1.5")
+
+
+@pytest.mark.parametrize("ceiling", [
+    {"experiment": "k/roof", "key": "bound"},                            # no note
+    {"experiment": "roof", "key": "bound", "note": "n"},                 # not <paper>/<name>
+    {"none": ""},                                                        # no reason
+    {"none": "why", "key": "bound"},                                     # both forms
+    "k/roof bound",
+    {"experiment": "k/roof", "key": "bound", "note": "n", "colour": 1},
+])
+def test_a_malformed_ceiling_is_named(tmp_path, ceiling):
+    bad = tmp_path / "claims.yaml"
+    bad.write_text(yaml.safe_dump({"claims": [dict(id="x.y", paper="P", statement="s", paper_value=1, unit="x",
+                                                   target=1, direction=">=", needs="gpu", ceiling=ceiling)]}))
+    with pytest.raises(claims.LedgerError, match=r"claim #1 \(x.y\): ceiling must be \{experiment: <paper>/<name>"):
+        claims.load_ledger(bad)
+
+
+def test_every_measured_claim_names_its_ceiling_or_why_there_is_none():
+    """The ledger's every claim with a metric has a ceiling: a record's metric (experiment and key) or
+    the reason none can be measured."""
+    for claim in claims.load_ledger(REPO / "config" / "claims"):
+        if claim.get("metric"):
+            assert "ceiling" in claim, f"{claim['id']}: no ceiling (name one, or say none: <why>)"

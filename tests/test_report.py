@@ -59,6 +59,30 @@ def test_the_counts_of_both_sides(built):
     assert report_content.by_reference_machine(df) == [("NVIDIA H200", 3, 3)]  # model rows too
 
 
+def test_each_row_shows_measured_ceiling_and_target_and_the_summary_counts_misses_by_kind(built, tmp_path):
+    """The row's three numbers (measured, ceiling, target) on each judged side, the kind of each miss,
+    and the summary's count of the reference side's misses by kind, in both pages."""
+    f, df = built
+    both = df.loc["h.both"]  # reference 1.4 of a 2.0 ceiling against >= 1.5; here 2.0 of 2.5, holds
+    assert (both.reference_measured, both.reference_ceiling, both.target) == ("1.4", "2", ">= 1.5")
+    assert (both.reference_miss, both.reference_miss_text) == ("implementation", "0.7 of its ceiling")
+    assert (both.here_ceiling, both.here_miss) == ("2.5", "")
+    assert (df.loc["h.nan", "reference_miss"], df.loc["h.model", "reference_miss"]) == ("no-ceiling", "no-ceiling")
+    assert df.loc["h.ref", "reference_miss"] == "" and df.loc["h.smoke", "here_ceiling"] == ""
+    line = report_content.misses_line(df)
+    assert line == ("On the reference machine, the 2 measured claims that miss, by kind: 1 implementation short of "
+                    "its ceiling, 0 ceiling below the target, 1 no ceiling measured; model rows: 1 no ceiling measured.")
+    out, page, dom = _page(f, df, tmp_path)
+    misses = [a for _, a, _ in dom.find("span") if "data-miss" in a]
+    assert {(a["data-side"], a["data-miss"]) for a in misses} == {("reference", "implementation"),
+                                                                 ("reference", "no-ceiling")}
+    text = dom.text
+    assert "ceiling 2 \u00b7 target >= 1.5" in text and "ceiling 2.5 \u00b7 target >= 1.5" in text
+    assert "miss: implementation, 0.7 of its ceiling" in text and line in text
+    md = (out / "report.md").read_text()
+    assert f"- {line}" in md and "\u00b7 ceiling 2 \u00b7 miss: implementation, 0.7 of its ceiling" in md
+
+
 @pytest.mark.parametrize("value, target, direction, unit, expected", [
     (2.0, 1.0, ">=", "x", 1.0),           # twice the target: one doubling right
     (0.5, 1.0, ">=", "x", -1.0),
@@ -192,6 +216,13 @@ def test_the_real_ledger_renders_with_the_committed_references(tmp_path):
     assert any(d.startswith("also max_mem_reduction") for d in acc.reference_details)
     assert any(d.startswith("also min_speedup_fp64") for d in df.loc["tsm2.r_speedup"].reference_details)
     assert any(d.startswith("also e2e_vs_prunetrain") for d in df.loc["ct.vs_during"].reference_details)
+    for r in judged.itertuples():  # every miss has its kind; a ceiling is the same card's run
+        assert (r.reference_miss in claims.MISS_KINDS) == (r.reference_verdict == "not-reproduced"), r.claim_id
+    r_speedup = df.loc["tsm2.r_speedup"]
+    if r_speedup.reference_ceiling:
+        card = r_speedup.reference_record.split("/")[-4]
+        assert any(d.startswith("ceiling: ") and f"{card}/tsm2x/tsm2_r/record.json" in d
+                   for d in r_speedup.reference_details)
     comp = df.loc["comet.compressor"]
     assert [d.split(" =")[0] for d in comp.reference_details[:2]] == ["also decompress_gbps", "also max_err_over_eb"]
     page = report.write(df.reset_index(drop=True), tmp_path / "out", report.default_figures(tmp_path / "empty", ref),

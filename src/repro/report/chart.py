@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import io
 import math
-import re
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+
+from repro.report.claims import is_difference  # noqa: E402  (a claim placed by measured - target)
 
 CAPTION = ("A ratio claim (a speedup, a bandwidth, a time) sits at log2(measured / target); a difference claim "
            "(top-1 points, or a target at or below zero) at measured - target, in the claim's unit. Both are turned "
@@ -22,12 +23,6 @@ CAPTION = ("A ratio claim (a speedup, a bandwidth, a time) sits at log2(measured
            "verdict on that side, also-conditions included, so a headline value right of the line can still be red.")
 LIMIT = 3.0  # the axis runs from -LIMIT to +LIMIT
 HELD, MISSED, NONE = "#2e7d32", "#c62828", "#9e9e9e"
-
-
-def is_difference(unit: str, target) -> bool:
-    """A claim placed by measured - target: its unit is points or percent, or its target is <= 0
-    (where a ratio means nothing)."""
-    return target is None or target <= 0 or bool(re.search(r"\bpoints?\b|%", unit))
 
 
 def position(value, target, direction: str, difference: bool) -> float | None:

@@ -13,6 +13,13 @@ Each claim is judged twice, side by side:
 A claim with no experiment yet is pending on both sides. A `kind: model` row is a simulator's
 result: judged against its target like the others, and always shown as a model.
 
+Every verdict carries its ceiling: the ledger names, per claim, a record's metric that bounds what any
+implementation of the idea can reach on the card (`ceiling: {experiment, key, note}`), or says why
+none can be measured (`ceiling: {none: ...}`). A judged side shows the ceiling's value from the same
+card's run (never another card's), and a claim that misses says which kind of miss it is:
+implementation (short of a ceiling that meets the target: the fraction of it), ceiling-below-target
+(the claim cannot hold on this card: the ceiling's value) or no-ceiling (why).
+
 claims.csv keeps the columns of earlier reports first: `verdict` is here's verdict when this machine
 ran the claim at paper scale, else not-run-here (`measured` is then the reference value, `source`
 says `reference`); `model` for a model row that has a value; pending.
@@ -39,14 +46,21 @@ COLUMNS = ["claim_id", "paper", "statement", "paper_value", "target", "measured"
 # added after the columns above, in this order (claims.csv keeps its earlier columns first)
 SIDE_COLUMNS = ["kind", "reference_verdict", "reference_measured", "reference_hardware", "reference_date",
                 "reference_commit", "reference_record", "reference_run_id", "here_verdict", "here_measured",
-                "here_scale", "here_why", "here_record", "here_run_id", "here_mlflow_run"]
+                "here_scale", "here_why", "here_record", "here_run_id", "here_mlflow_run",
+                "reference_ceiling", "reference_miss", "here_ceiling", "here_miss"]
 CSV_COLUMNS = COLUMNS + SIDE_COLUMNS
 VERDICTS = ("reproduced", "not-reproduced", "inconclusive", "not-run-here", "model", "pending")
 REFERENCE_VERDICTS = ("reproduced", "not-reproduced", "inconclusive", "no-reference", "pending")
 HERE_VERDICTS = ("reproduced", "not-reproduced", "inconclusive", "smoke", "not-run-here", "pending")
 JUDGED = ("reproduced", "not-reproduced", "inconclusive")  # verdicts that have a value against the target
+# what a miss (not-reproduced) is, judged with the claim's ceiling (_apply_ceiling)
+MISS_KINDS = ("implementation", "ceiling-below-target", "no-ceiling")
+MISS_LABELS = {"implementation": "implementation short of its ceiling", "ceiling-below-target": "ceiling below the target",
+               "no-ceiling": "no ceiling measured"}
 CLAIM_FIELDS = {"id", "paper", "statement", "paper_value", "paper_unit", "unit", "target", "direction", "metric", "spread",
-                "also", "needs", "kind", "timing", "note"}
+                "also", "needs", "kind", "timing", "ceiling", "note"}
+CEILING_FORM = ("{experiment: <paper>/<name>, key: <metric>, note: <what bounds what, one line>} or "
+                "{none: <why no ceiling can be measured>}")
 REQUIRED = {"id", "paper", "statement", "paper_value", "unit", "target", "direction"}
 NEEDS = re.compile(r"^(cpu|gpu\d*)$")
 OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
@@ -105,11 +119,24 @@ def load_ledger(path: Path) -> list[dict]:
                 raise LedgerError(f"{where}: spread must be {{repeats: [<run folder>, ...]}} (the folders of repeat "
                                   f"runs of the headline metric, relative to the card's reference folder), got "
                                   f"{c['spread']!r}")
+            if "ceiling" in c:
+                _check_ceiling(c["ceiling"], where)
             if c.get("metric") and "needs" in c:
                 raise LedgerError(f"{where}: needs follows from the experiments' gpus; state it only for a "
                                   "pending claim (no metric)")
             claims.append(c)
     return claims
+
+
+def _check_ceiling(ceiling, where: str) -> None:
+    """A ledger's ceiling: a record's metric with the line that says what it bounds, or why there is none."""
+    text = lambda v: isinstance(v, str) and v.strip() != ""  # noqa: E731
+    if isinstance(ceiling, dict) and set(ceiling) == {"none"} and text(ceiling["none"]):
+        return
+    if isinstance(ceiling, dict) and set(ceiling) == {"experiment", "key", "note"} and all(map(text, ceiling.values())) \
+            and re.fullmatch(r"[^/\s]+/[^\s]+", ceiling["experiment"]):
+        return
+    raise LedgerError(f"{where}: ceiling must be {CEILING_FORM}, got {ceiling!r}")
 
 
 def gpus_needed(experiment: str, root: Path | None = None, _seen: frozenset = frozenset()) -> int:
@@ -186,6 +213,9 @@ class Side:
     conditions: list[tuple[dict, float | None, bool | None]] = field(default_factory=list)
     why: str = ""
     details: list[str] = field(default_factory=list)
+    ceiling: float | None = None  # the ceiling's value on this side's card (_apply_ceiling)
+    miss: str = ""  # a not-reproduced side's kind of miss (MISS_KINDS)
+    miss_text: str = ""  # the miss in a few words: the fraction of the ceiling, the ceiling's value, or why none
 
     @property
     def first(self) -> dict | None:
@@ -271,6 +301,131 @@ def _apply_spread(claim: dict, side: Side, card_root: Path | None) -> None:
         side.details.append(text)
 
 
+def is_difference(unit: str, target) -> bool:
+    """A claim compared by measured - target (not by their ratio): its unit is points or percent, or
+    its target is <= 0 (where a ratio means nothing). The picture places these claims the same way."""
+    return target is None or target <= 0 or bool(re.search(r"\bpoints?\b|%", unit))
+
+
+def _nan(x) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def share_of_ceiling(claim: dict, value, ceiling) -> tuple[float | None, str]:
+    """How far the measured value gets towards its ceiling, in the claim's direction: value / ceiling
+    for a larger-is-better ratio claim, ceiling / value for a smaller-is-better one (1: at the
+    ceiling); for a difference claim (points, percent) no fraction, the gap in the claim's unit."""
+    if _nan(value) or _nan(ceiling):
+        return None, "no value"
+    up = claim["direction"] in (">=", ">")
+    if is_difference(claim["unit"], claim["target"]) or value <= 0 or ceiling <= 0:
+        gap = (ceiling - value) if up else (value - ceiling)
+        return None, (f"{_fmt(gap)} {claim['unit']} short of its ceiling" if gap > 0 else
+                      f"{_fmt(-gap)} {claim['unit']} past its ceiling" if gap < 0 else "at its ceiling")
+    share = value / ceiling if up else ceiling / value
+    return share, f"{share:.3g} of its ceiling"
+
+
+def _machine(rec: dict) -> str | None:
+    """The GPU whose numbers a record holds: its own, or the one GPU of the records a CPU step read."""
+    return rec["provenance"].get("gpu_name") or input_gpu_name(rec, Path(rec["_dir"]).parents[1])
+
+
+def _other_card(ceiling_rec: dict, recs) -> str:
+    """Why a ceiling's record may not bound the claim's records: it holds another GPU's numbers ("" if not)."""
+    mine = {m for r in recs if (m := _machine(r))}
+    theirs = _machine(ceiling_rec)
+    if theirs and mine and theirs not in mine:
+        return (f"the ceiling's run ({record_path(ceiling_rec)}) measured {theirs}, not {', '.join(sorted(mine))}: "
+                "a ceiling never comes from another card")
+    return ""
+
+
+def _apply_ceiling(claim: dict, side: Side, find) -> None:
+    """The claim's ceiling on this side's card, and what kind of miss a not-reproduced side is.
+
+    ``find(experiment)`` gives the ceiling experiment's run on the same card (record, "") or (None,
+    why not). The ceiling is the ledger's metric of that run. A miss is ``ceiling-below-target`` when
+    the ceiling itself misses the target (the claim cannot hold on this card), ``implementation`` when
+    the ceiling meets the target and the headline value does not (with the fraction of the ceiling
+    it reaches), ``no-ceiling`` when there is no ceiling value (the ledger names none, the card has
+    no run of it or the run no value) or the headline value meets its target (the miss is in an
+    also-condition, which the headline's ceiling does not bound). An inconclusive side keeps its
+    verdict: the ceiling is shown, no miss is classified."""
+    if side.verdict not in JUDGED:
+        return
+    spec, value, why, where = claim.get("ceiling"), None, "", ""
+    if not spec:
+        why = "the ledger names no ceiling"
+    elif "none" in spec:
+        why = spec["none"]
+    else:
+        exp, key = spec["experiment"], spec["key"]
+        rec, why = find(exp)
+        if rec is not None and not why and (why := _other_card(rec, side.records.values())):
+            rec = None
+        if rec is not None:
+            where = f"{key} of {exp}, {record_path(rec)}"
+            if key not in rec["metrics"]:
+                why = f"the run of {exp} ({commit_of(rec, short=True)}) has no metric {key!r}"
+            elif _nan(v := rec["metrics"][key]):
+                tag = (rec.get("tags") or {}).get(key)
+                why = f"{key} of {exp} has no value (NaN)" + (f": {tag}" if tag else "")
+            else:
+                value = float(v)
+    side.ceiling = value
+    cond = {"target": claim["target"], "direction": claim["direction"]}
+    target = f"{claim['direction']} {_fmt(claim['target'])}"
+    if value is not None:
+        side.details.append(f"ceiling: {value:.4g} ({where}; {spec['note']})")
+    if side.verdict != "not-reproduced":
+        if value is None:
+            side.details.append(f"ceiling: none measured ({why})")
+        elif not _nan(side.value):
+            side.details[-1] += f"; the measured value is {share_of_ceiling(claim, side.value, value)[1]}"
+        return
+    headline_holds = side.conditions[0][2] if side.conditions else False
+    if headline_holds:
+        missed = [c["key"] for c, _, holds in side.conditions[1:] if holds is False]
+        side.miss, side.miss_text = "no-ceiling", f"the miss is in {', '.join(missed)}"
+        text = (f"the headline value meets its target; the miss is in also-condition(s) {', '.join(missed)}, which "
+                "the headline's ceiling does not bound" + ("" if value is not None else f" (ceiling: {why})"))
+    elif value is None:
+        side.miss = "no-ceiling"
+        text = why
+    elif not _holds(cond, value):
+        side.miss, side.miss_text = "ceiling-below-target", f"ceiling {value:.4g}"
+        text = (f"the ceiling {value:.4g} itself misses the target ({target}): the claim does not hold on this "
+                "card, whatever the implementation")
+    else:
+        _, share = share_of_ceiling(claim, side.value, value)
+        side.miss, side.miss_text = "implementation", share
+        text = f"the ceiling {value:.4g} meets the target ({target}); the measured value is {share}"
+    side.details.append(f"miss: {MISS_LABELS[side.miss]}: {text}")
+
+
+def _reference_ceiling(reference_root: Path, gpu: str | None):
+    """The ceiling's run on card ``gpu`` (or a CPU step under cpu/): never another card's."""
+    def find(exp: str):
+        ref_dir = find_reference(reference_root, *layout.split(exp), gpu=gpu)
+        if ref_dir is None:
+            return None, f"no committed run of {exp} on this card"
+        return records.read(ref_dir), ""
+    return find
+
+
+def _here_ceiling(results: Path, scales: set[str]):
+    """The ceiling's run on this machine, finished at the scale of the claim's runs."""
+    def find(exp: str):
+        rec = _record(results, exp)
+        if rec is None or rec["status"] != "ok":
+            return None, f"{exp} did not run here" + (f" ({rec.get('reason') or rec['status']})" if rec else "")
+        if {rec["scale"]} != scales:
+            return None, f"{exp} ran here at {rec['scale']} scale, the claim at {'/'.join(sorted(scales))}"
+        return rec, ""
+    return find
+
+
 def card_sides(claim: dict, reference_root: Path, results: Path, config_root: Path | None = None,
                check_code: bool = True) -> dict:
     """The claim judged on each card's committed reference runs: {slug: Side}, the cards in
@@ -346,6 +501,7 @@ def _reference_side_on(claim: dict, reference_root: Path, results: Path, config_
             " (its record's tags and tables say why)"))
     side = _judged(claim, refs, claim.get("timing"))
     _apply_spread(claim, side, Path(reference_root) / gpu if gpu else None)
+    _apply_ceiling(claim, side, _reference_ceiling(reference_root, gpu))
     side.details += [f"{exp}: a CPU step, from this machine's paper-scale run" for exp in local]
     for exp, rec in refs.items():
         if check_code and exp not in local and (stale := stale_code(rec, Path(rec["_dir"]).parents[1])):
@@ -366,6 +522,7 @@ def here_side(claim: dict, results: Path) -> Side:
     if all(r["scale"] == "paper" for r in local.values()):
         side = _judged(claim, local, claim.get("timing"))
         _apply_spread(claim, side, Path(results))  # repeats below results/, as the reference mirrors it
+        _apply_ceiling(claim, side, _here_ceiling(results, {"paper"}))
         return side
     conds = _conditions(claim)
     values = [(c, *_smoke_value(local[c["experiment"]]["metrics"], c["key"])) for c in conds]
@@ -412,6 +569,7 @@ def evaluate(claim: dict, results: Path, reference_root: Path, config_root: Path
     extra = dict(note=claim.get("note", ""), direction=claim["direction"], target_value=claim["target"],
                  paper_value_value=claim["paper_value"], paper_unit=claim.get("paper_unit", ""),
                  reference_value=None, here_value=None, reference_details=[], here_details=[],
+                 reference_ceiling_value=None, here_ceiling_value=None, reference_miss_text="", here_miss_text="",
                  reference_records=[], here_records=[], experiments=[])
     metric = claim.get("metric")
     if metric is None or not layout.experiment_path(metric["experiment"], config_root).is_file():
@@ -425,10 +583,15 @@ def evaluate(claim: dict, results: Path, reference_root: Path, config_root: Path
     here = here_side(claim, results)
     if others := {card: side for card, side in reference_cards(claim, reference_root, results, config_root, sides).items()
                   if ref.first is None or side.first is None or side.first["_dir"] != ref.first["_dir"]}:
-        extra["reference_cards"] = {card: dict(verdict=side.verdict, value=side.value, hardware=hardware_of(side.first))
+        extra["reference_cards"] = {card: dict(verdict=side.verdict, value=side.value, hardware=hardware_of(side.first),
+                                               ceiling=side.ceiling, miss=side.miss)
                                     for card, side in others.items()}
-        ref.details += [f"on {hardware_of(side.first)}: {_fmt(side.value)} ({side.verdict.replace('-', ' ')}; "
-                        f"{record_path(side.first)})" for side in others.values()]
+        ref.details += [f"on {hardware_of(side.first)}: {_fmt(side.value)} ({side.verdict.replace('-', ' ')}"
+                        + (f"; ceiling {side.ceiling:.4g}" if side.ceiling is not None else "")
+                        + (f"; miss: {MISS_LABELS[side.miss]}" + (f", {side.miss_text}" if side.miss_text and
+                                                                 side.miss != "ceiling-below-target" else "")
+                           if side.miss else "")
+                        + f"; {record_path(side.first)})" for side in others.values()]
     ref.details += [f"on {hardware_of(side.first)}: no value ({side.why})" for side in sides.values()
                     if side.verdict == "no-reference" and side.records and side is not ref]
     for name, side in (("reference", ref), ("here", here)):
@@ -437,6 +600,8 @@ def evaluate(claim: dict, results: Path, reference_root: Path, config_root: Path
         extra[f"{name}_records"] = [record_path(r) for r in side.records.values()]
         row[f"{name}_verdict"] = side.verdict
         row[f"{name}_measured"] = _fmt(side.value)
+        row[f"{name}_ceiling"], row[f"{name}_miss"] = _fmt(side.ceiling), side.miss
+        extra[f"{name}_ceiling_value"], extra[f"{name}_miss_text"] = side.ceiling, side.miss_text
         if first := side.first:
             row[f"{name}_record"] = record_path(first)
             row[f"{name}_run_id"] = first.get("record_id", "")
@@ -485,6 +650,16 @@ def build(ledger: Path, results: Path, reference_root: Path, config_root: Path |
     frame = pd.DataFrame(rows)
     return frame[CSV_COLUMNS + [c for c in frame.columns if c not in CSV_COLUMNS]] if rows else \
         pd.DataFrame(columns=CSV_COLUMNS + ["note"])
+
+
+def miss_tally(df: pd.DataFrame, side: str) -> dict[str, int]:
+    """How many measured claims (model rows apart) that miss on ``side`` (reference or here) miss in
+    each way (MISS_KINDS), and the model rows' under ``model <kind>``."""
+    counts = {k: 0 for k in MISS_KINDS} | {f"model {k}": 0 for k in MISS_KINDS}
+    for kind, miss in zip(df["kind"], df[f"{side}_miss"]):
+        if miss:
+            counts[f"model {miss}" if kind == "model" else miss] += 1
+    return counts
 
 
 def tally(df: pd.DataFrame, side: str) -> dict[str, int]:

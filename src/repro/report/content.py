@@ -16,7 +16,7 @@ import pandas as pd
 
 from repro import layout
 from repro.report import artifact
-from repro.report.claims import tally
+from repro.report.claims import JUDGED, MISS_KINDS, MISS_LABELS, miss_tally, tally
 
 LABELS = {"reproduced": "reproduced", "not-reproduced": "not reproduced",
           "inconclusive": "inconclusive (inside the run-to-run spread)", "no-reference": "no committed run",
@@ -171,6 +171,65 @@ def summary_lines(ctx: Context) -> tuple[str, str]:
                  + f"{here['smoke']} ran at smoke scale (not judged), "
                  f"{here['not-run-here']} not run here, {here['pending']} pending" + models_part(here) + ".")
     return reference, here_line
+
+
+MISS_SHORT = {"implementation": "implementation", "ceiling-below-target": "ceiling below the target",
+              "no-ceiling": "no ceiling measured"}
+
+
+def ceiling_label(r, side: str) -> str:
+    """A judged side's ceiling as its cell shows it beside the measured value and the target: "ceiling
+    1.627", or "no ceiling" ("" for a side with no verdict against the target)."""
+    if getattr(r, f"{side}_verdict") not in JUDGED:
+        return ""
+    value = fmt_value(getattr(r, f"{side}_ceiling_value", None))
+    return f"ceiling {value}" if value else "no ceiling"
+
+
+def miss_label(r, side: str) -> str:
+    """A miss's kind and its number: "miss: implementation, 0.902 of its ceiling" ("" when it holds)."""
+    miss = getattr(r, f"{side}_miss", "")
+    if not isinstance(miss, str) or not miss:
+        return ""
+    text = getattr(r, f"{side}_miss_text", "")
+    return f"miss: {MISS_SHORT[miss]}" + (f", {text}" if isinstance(text, str) and text else "")
+
+
+def _misses(counts: dict[str, int]) -> str:
+    return ", ".join(f"{counts.get(k, 0)} {MISS_LABELS[k]}" for k in MISS_KINDS)
+
+
+def misses_by_card(df: pd.DataFrame) -> dict[str, dict[str, int]]:
+    """Per reference card (its GPU's name): how many measured claims judged there miss in each way,
+    the row's own card and every other card named beside it (claims.evaluate's reference_cards)."""
+    counts: dict[str, dict[str, int]] = {}
+    for r in df[df.kind != "model"].itertuples():
+        others = getattr(r, "reference_cards", None)
+        sides = ([(machine_name(r.reference_hardware), r.reference_verdict, r.reference_miss)]
+                 + [(machine_name(c["hardware"]), c["verdict"], c.get("miss", ""))
+                    for c in (others.values() if isinstance(others, dict) else [])])
+        for card, verdict, miss in sides:
+            if verdict in JUDGED and card:
+                counts.setdefault(card, {k: 0 for k in MISS_KINDS})
+                if miss:
+                    counts[card][miss] += 1
+    return counts
+
+
+def misses_line(df: pd.DataFrame, side: str = "reference") -> str:
+    """The misses of ``side`` by kind, one sentence: implementation short of its ceiling, ceiling below
+    the target, no ceiling measured (claims._apply_ceiling); model rows apart; on the reference side,
+    each card's own where more than one card judges claims."""
+    t = miss_tally(df, side)
+    n = sum(t[k] for k in MISS_KINDS)
+    models = sum(t[f"model {k}"] for k in MISS_KINDS)
+    text = (f"{'On the reference machine' if side == 'reference' else 'Here'}, the {n} measured claims that miss, by "
+            f"kind: {_misses(t)}")
+    if models:
+        text += "; model rows: " + ", ".join(f"{t[f'model {k}']} {MISS_LABELS[k]}" for k in MISS_KINDS if t[f"model {k}"])
+    if side == "reference" and len(cards := misses_by_card(df)) > 1:
+        text += ". Each card's own misses: " + "; ".join(f"{card}: {_misses(c)}" for card, c in cards.items())
+    return text + "."
 
 
 def per_paper(df: pd.DataFrame) -> pd.DataFrame:

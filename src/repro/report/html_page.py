@@ -13,9 +13,10 @@ import pandas as pd
 from repro.report import chart as claims_chart
 from repro.report.claims import tally
 from repro.pipeline.provenance import git_state
-from repro.report.content import (COMMANDS, LABELS, Context, by_reference_machine, cost, fmt_value, figure_key,
-                                  figure_source, paper_page, per_paper, provenance_items, provenance_line, runs_rows,
-                                  split_note, summary_lines, totals, verdict_label)
+from repro.report.content import (COMMANDS, LABELS, Context, by_reference_machine, ceiling_label, cost, fmt_value,
+                                  figure_key, figure_source, miss_label, misses_line, paper_page, per_paper,
+                                  provenance_items, provenance_line, runs_rows, split_note, summary_lines, totals,
+                                  verdict_label)
 
 THUMB_SIZE = (360, 250)  # px, the most a thumbnail spans: about 5-10 kB each
 
@@ -52,6 +53,9 @@ tr.claim:target{outline:2px solid #4a90d9}details summary{cursor:pointer;color:#
 .figs img{max-width:100%;height:auto;display:block;margin:auto}.figs figcaption{font-size:12px}
 .badge td:first-child{font-weight:bold;white-space:nowrap}ul{margin:.2em 0;padding-left:1.2em}
 code{background:#f4f4f4;padding:0 3px;border-radius:3px}
+.miss{display:inline-block;border-radius:3px;padding:0 4px;font-size:11.5px;margin:1px 0}
+.m-implementation{background:#fde2c8;color:#7a3b00}.m-ceiling-below-target{background:#e8dff5;color:#4a2a7a}
+.m-no-ceiling{background:#eee;color:#555}
 """
 
 
@@ -73,7 +77,7 @@ def _bar(counts: list[tuple[int, str]]) -> str:
 CARD_ORDER = ("reproduced", "not-reproduced", "inconclusive", "smoke", "not-run-here", "no-reference", "pending")
 
 
-def _card(title: str, line: str, t: dict, side: str, machines: list[tuple[str, int, int]] = ()) -> str:
+def _card(title: str, line: str, t: dict, side: str, machines: list[tuple[str, int, int]] = (), misses: str = "") -> str:
     """One side's headline: how many claims hold of all (and on each machine), a bar of the verdicts,
     the counts' sentence."""
     counts = [(t.get(v, 0) + t.get(f"model {v}", 0), v) for v in CARD_ORDER]
@@ -81,7 +85,8 @@ def _card(title: str, line: str, t: dict, side: str, machines: list[tuple[str, i
     each = " \u00b7 ".join(f"<b>{held}</b> of {held + missed} hold on the {E(name)}" for name, held, missed in machines)
     return (f'<div class="card" id="verdicts-{side}"><h2>{E(title)}</h2>'
             f'<p class="big"><b>{counts[0][0]}</b> of {total} claims hold</p>{_bar(counts)}'
-            + (f"<p>{each}</p>" if len(machines) > 1 else "") + f'<p class="small">{E(line)}</p></div>')
+            + (f"<p>{each}</p>" if len(machines) > 1 else "") + f'<p class="small">{E(line)}</p>'
+            + (f'<p class="small" id="misses-{side}">{E(misses)}</p>' if misses else "") + "</div>")
 
 
 def _record_link(ctx: Context, path: str, text: str, record_id: str) -> str:
@@ -96,6 +101,11 @@ def _side_cell(ctx: Context, r, side: str) -> str:
     if record:
         shown = value or ("no value" if verdict in ("reproduced", "not-reproduced", "inconclusive") else "record")
         parts.append("<br>" + _record_link(ctx, record, shown, record_id))
+    if ceiling := ceiling_label(r, side):  # measured (above), ceiling, target: the row's three numbers
+        parts.append(f'<br><small class="ceiling" data-side="{side}">{E(ceiling)} \u00b7 target {E(r.target)}</small>')
+    if miss := miss_label(r, side):
+        kind = getattr(r, f"{side}_miss")
+        parts.append(f'<br><span class="miss m-{E(kind)}" data-side="{side}" data-miss="{E(kind)}">{E(miss)}</span>')
     if side == "reference" and r.reference_date:
         parts.append(f'<br><small>{E(r.reference_hardware)} \u00b7 {E(r.reference_date)} \u00b7 '
                      f'<code>{E(r.reference_commit)}</code></small>')
@@ -231,8 +241,8 @@ def to_html(ctx: Context, chart: bytes) -> str:
 <p class="sub">{len(df)} claims of {df.paper.nunique()} papers, each judged on the reference machines (the
 committed paper-scale runs) and here (this machine's run). Built at commit <code>{E(commit)}</code>.</p>
 <div class="cards" id="summary">{_card("On the reference machine" + ("s" if len(machines) > 1 else ""), ref_line,
-                                       tally(df, "reference"), "reference", machines)}
-{_card("Here", here_line, tally(df, "here"), "here")}</div>
+                                       tally(df, "reference"), "reference", machines, misses_line(df))}
+{_card("Here", here_line, tally(df, "here"), "here", misses=misses_line(df, "here") if any(df.here_miss) else "")}</div>
 <h2 id="glance">At a glance</h2>
 <div class="glance"><div>{_table(glance, "per-paper")}<p class="small">held: every condition of the claim
 holds; missed: one does not; no run: no committed reference run; smoke: ran here at the smoke scale (not

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from repro.report import chart as claims_chart
-from repro.report.content import (COMMANDS, Context, cost, fmt_value, per_paper, provenance_line, runs_rows,
-                                  split_note, summary_lines, totals, verdict_label)
+from repro.report.content import (COMMANDS, Context, ceiling_label, cost, fmt_value, miss_label, misses_line, per_paper,
+                                  provenance_line, runs_rows, split_note, summary_lines, totals, verdict_label)
 
 
 def _md(x) -> str:
@@ -25,6 +25,7 @@ def _md_side(ctx: Context, r, side: str) -> str:
     text = f"**{verdict}**" + (f" [{value or 'record'}]({ctx.rel(record)})" if record else "")
     if side == "reference" and r.reference_date:
         text += f" ({r.reference_date}, `{r.reference_commit}`)"
+    text += "".join(f" \u00b7 {part}" for part in (ceiling_label(r, side), miss_label(r, side)) if part)
     if side == "here" and r.here_why:
         text += f" ({r.here_why})"
     return text
@@ -33,8 +34,9 @@ def _md_side(ctx: Context, r, side: str) -> str:
 def to_markdown(ctx: Context) -> str:
     ref_line, here_line = summary_lines(ctx)
     df = ctx.df
+    misses = [misses_line(df)] + ([misses_line(df, "here")] if any(df.here_miss) else [])
     lines = ["# Claims report", "", f"{len(df)} claims of {df.paper.nunique()} papers.", "", f"- {ref_line}",
-             f"- {here_line}", "", "## At a glance", "", *_md_table(per_paper(df)), "",
+             f"- {here_line}", *[f"- {m}" for m in misses], "", "## At a glance", "", *_md_table(per_paper(df)), "",
              "![every claim against its target](claims_chart.png)", "", claims_chart.CAPTION, "", "## Claims", ""]
     lines += _md_table(pd.DataFrame([{"claim": f"**{r.claim_id}**" + (" (model)" if r.kind == "model" else ""),
                                       "target": f"{r.target} {r.unit}",
