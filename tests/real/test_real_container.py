@@ -59,7 +59,7 @@ def test_sif_holds_the_environment(image, tmp_path):
     files = subprocess.run(["unsquashfs", "-l", "-d", "", str(squash)], capture_output=True, text=True,
                            check=True).stdout
     for needed in ("/opt/venv/bin/python", "/site-packages/torch/__init__.py", "/site-packages/snakemake/",
-                   "/site-packages/mlflow/", "/site-packages/repro/run.py", "/.singularity.d/env/90-environment.sh"):
+                   "/site-packages/mlflow/", "/site-packages/repro/pipeline/run.py", "/.singularity.d/env/90-environment.sh"):
         assert needed in files, f"the SIF lacks {needed}"
 
 
