@@ -65,7 +65,7 @@ def test_the_record_is_a_valid_record_with_every_timing(bench):
     records.validate(record)
     assert record["metrics"]["clean_dag_s"] == 250.0 and record["metrics"]["noop_rerun_s"] == 1.5
     assert record["metrics"]["jobs.figure"] == 78 and record["metrics"]["job_s.figure"] == 120.0
-    assert record["metrics"]["job_fixed_repro_run_s"] == 1.5 and "commit" in record["provenance"]
+    assert record["metrics"]["job_fixed_repro_pipeline_run_s"] == 1.5 and "commit" in record["provenance"]
     assert json.loads(record["tags"]["load_average_1min"])["clean_dag"] == 0.1
     assert "clean smoke DAG" in bench.report(m) and "no-op rerun" in bench.report(m)
     del m["noop_rerun"]
