@@ -121,10 +121,7 @@ def smoke_run(tmp_path_factory):
     shards = REPO.parent / "shared" / "data" / "cifar10-jpeg"
     if not (shards / "SHA256SUMS").exists():
         pytest.skip("CIFAR-10 shards not beside the checkout")
-    work = tmp_path_factory.mktemp("smoke")
-    for name in SMOKE_COPY:
-        src = REPO / name
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / name)
+    work = copy_repository(tmp_path_factory.mktemp("smoke"))
     ref = REPO / "results" / "reference"
     if ref.exists():
         shutil.copytree(ref, work / "results" / "reference")

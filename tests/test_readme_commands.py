@@ -128,11 +128,16 @@ def check(command: str, work: Path) -> None:
         run(["make", "-n", *words[1:]], work)
     elif words[:3] == ["python", "-m", "repro.pipeline.run"] and "--help" not in words:
         experiment = next((w.split("=", 1)[1] for w in words if w.startswith("experiment=")), None)
-        for path in layout.inputs(experiment).values() if experiment in layout.experiment_names() else ():
-            stand_in = work / "results" / path  # what the workflow made before a hand run
-            stand_in.parent.mkdir(parents=True, exist_ok=True)
-            stand_in.touch()
-        run([sys.executable, "-c", PRECHECK, *words[3:]], work)
+        declared = layout.inputs(experiment).values() if experiment in layout.experiment_names() else ()
+        stand_ins = [work / "results" / path for path in declared if not (work / "results" / path).exists()]
+        for path in stand_ins:  # what `make` made before a hand run
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+        try:
+            run([sys.executable, "-c", PRECHECK, *words[3:]], work)
+        finally:
+            for path in stand_ins:
+                path.unlink()
     elif words[:2] == ["python", "-m"] and "--help" not in words:
         assert "parse_args(" in module_source(words[2]).read_text(), \
             f"{command}: {words[2]} has no argparse parser to check the command with: add a check for it here"
