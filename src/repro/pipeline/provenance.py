@@ -113,10 +113,18 @@ def _former_syntax(text: str) -> ast.Module:
     return ast.fix_missing_locations(_Former().visit(_syntax(text)))
 
 
+# The syntax-tree work below is a pure function of a source's text, and the claims report asks it of
+# the same few hundred texts (the present files, the files at a handful of commits) thousands of
+# times: each text is parsed once per process.
+@lru_cache(maxsize=4096)
+def _former_dump(text: str) -> str:
+    return ast.dump(_former_syntax(text), annotate_fields=False)
+
+
 def same_but_moved(old: str, new: str) -> bool:
     """Whether two Python sources differ only by the layout move (imports and module names)."""
     try:
-        return ast.dump(_former_syntax(old), annotate_fields=False) == ast.dump(_former_syntax(new), annotate_fields=False)
+        return _former_dump(old) == _former_dump(new)
     except (SyntaxError, ValueError):
         return False
 
@@ -132,6 +140,7 @@ def source_digest(path: Path) -> str:
     return text_digest(Path(path).read_text(), Path(path).suffix)
 
 
+@lru_cache(maxsize=4096)
 def text_digest(text: str, suffix: str) -> str:
     """source_digest of a file's ``text`` whose name ends in ``suffix`` (e.g. the file at a commit)."""
     if suffix == ".py":
@@ -146,6 +155,11 @@ def definitions(text: str) -> dict[str, str]:
     """The top-level definitions of a Python source by name -> digest (functions, classes, and the
     names module-level statements assign; docstrings, comments and formatting aside). Imports compute
     nothing and are left out; any other top-level statement counts under ``<module>``."""
+    return dict(_definitions(text))
+
+
+@lru_cache(maxsize=4096)
+def _definitions(text: str) -> dict[str, str]:
     found: dict[str, list[str]] = {}
     for node in _former_syntax(text).body:
         if isinstance(node, (ast.Import, ast.ImportFrom)) or (
@@ -183,10 +197,23 @@ def _at_commit(commit: str, rel: str) -> str | None:
     elsewhere, its text under the path it had then."""
     if not commit or commit == "unknown":
         return None
-    text = _git("show", f"{commit}:{rel}")
+    text = _show(commit, rel)
     if text is None and (former := layout.former_path(rel)) != rel:
-        text = _git("show", f"{commit}:{former}")
+        text = _show(commit, former)
     return text
+
+
+_FULL_HASH = re.compile(r"[0-9a-f]{40}")
+
+
+def _show(commit: str, rel: str) -> str | None:
+    """``git show <commit>:<rel>``; kept per process for a full commit hash (what it names never changes)."""
+    return _show_fixed(str(REPO_ROOT), commit, rel) if _FULL_HASH.fullmatch(commit) else _git("show", f"{commit}:{rel}")
+
+
+@lru_cache(maxsize=4096)
+def _show_fixed(repo: str, commit: str, rel: str) -> str | None:
+    return _git("show", f"{commit}:{rel}")
 
 
 def present_digest(rel: str) -> str | None:
@@ -240,7 +267,7 @@ def computes_the_same(rel: str, commit: str) -> bool:
         if old is None:
             return _split_off(rel, commit)
         try:
-            defs = definitions(old)
+            defs = _definitions(old)
         except SyntaxError:
             return False
         index = definition_index()
@@ -296,9 +323,9 @@ def _split_off(rel: str, commit: str) -> bool:
         return False
     then: dict[str, set[str]] = {}
     for name in listing.splitlines():
-        if name.endswith(".py") and (text := _git("show", f"{commit}:{name}")) is not None:
+        if name.endswith(".py") and (text := _show(commit, name)) is not None:
             try:
-                for key, digest in definitions(text).items():
+                for key, digest in _definitions(text).items():
                     then.setdefault(key, set()).add(digest)
             except SyntaxError:
                 continue
