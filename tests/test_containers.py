@@ -216,3 +216,27 @@ def test_slurm_profile_sends_every_gpu_step_to_the_gpu_partition(monkeypatch):
     kinds = {(j.resources["gpu"] > 0, j.resources["slurm_partition"]) for j in jobs}
     assert kinds == {(True, "gpuq"), (False, "cpuq")}
     assert {j.rule.name for j in jobs if j.resources["gpu"] > 0} >= {"experiment", "clicktrain_arm", "sweep_point"}
+
+
+@pytest.mark.parametrize("gpus_here", [0, 1])
+def test_smoke_steps_hold_no_gpu_slot_on_a_machine_without_a_gpu(monkeypatch, gpus_here):
+    """At smoke scale on a machine without a GPU every step runs on the CPU, so the GPU-declaring
+    steps hold no `gpu` slot (the default profile's one slot would make them wait for each other
+    on idle cores); with a GPU here they hold their experiments' counts, as at paper scale."""
+    from conftest import dag_jobs
+    from repro.pipeline import scale
+
+    monkeypatch.setattr(scale, "gpu_count", lambda: gpus_here)
+    jobs = [j for j in dag_jobs(REPO, {"scale": "smoke"}) if "gpu" in j.rule.resources]
+    declaring = [j for j in jobs if j.rule.name in ("experiment", "clicktrain_arm", "sweep_point")
+                 and "gpu" in j.rule.resources]
+    from repro import layout
+
+    held = {j.resources["gpu"] for j in declaring}
+    if gpus_here == 0:
+        assert held == {0}
+    else:
+        assert max(held) >= 1
+        for job in declaring:
+            if job.rule.name != "sweep_point":
+                assert job.resources["gpu"] == layout.gpus(job.wildcards.experiment), job

@@ -8,7 +8,7 @@ from pathlib import Path
 sys.path.insert(0, f"{workflow.basedir}/src")  # repro's light modules, without install
 from repro import layout, sweep
 from repro.pipeline import provenance, watchdog
-from repro.pipeline.scale import resolve_scale
+from repro.pipeline.scale import gpu_count, resolve_scale
 from repro.prepared import broken_splits
 
 # The jobs watch this process: when Snakemake is killed, they stop (repro.pipeline.watchdog).
@@ -62,16 +62,34 @@ STEP_RESOURCES = {
 
 
 def step_resources(experiment_of_job):
-    """A rule's resources: the GPUs its experiment uses (``--resources gpu=N`` caps them; the SLURM
-    executor asks for them) and STEP_RESOURCES of its kind. ``experiment_of_job(wildcards)`` names
-    the experiment a job runs."""
+    """A rule's resources: the GPUs its experiment uses (step_gpus: ``--resources gpu=N`` caps them;
+    the SLURM executor asks for them) and STEP_RESOURCES of its kind. ``experiment_of_job(wildcards)``
+    names the experiment a job runs."""
 
     def kind(wc):
         return "gpu" if layout.gpus(experiment_of_job(wc)) else "cpu"
 
     keys = sorted({k for r in STEP_RESOURCES.values() for k in r})
-    return {"gpu": lambda wc: layout.gpus(experiment_of_job(wc)),
+    return {"gpu": lambda wc: step_gpus(experiment_of_job(wc)),
             **{k: (lambda wc, k=k: STEP_RESOURCES[kind(wc)].get(k, "")) for k in keys}}
+
+
+@cache
+def gpus_here():
+    """CUDA GPUs on this machine (nvidia-smi; asked once per Snakemake start)."""
+    return gpu_count()
+
+
+def step_gpus(experiment):
+    """The GPUs a step of ``experiment`` holds (its `gpu` resource): the experiment file's count, except
+    for a smoke-scale run on this machine when it has no GPU. There every step runs on the CPU
+    (repro.pipeline.run's gpu_plan: its CPU path, or skipped), so holding the one `gpu` slot of the
+    default profile would only make the GPU-declaring steps wait for each other on an idle core. On a
+    cluster (a non-local executor) the count stands: the compute nodes are not this machine."""
+    declared = layout.gpus(experiment)
+    if SCALE == "smoke" and workflow.local_exec and not gpus_here():
+        return 0
+    return declared
 
 
 def experiment_of(wc):
