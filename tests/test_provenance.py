@@ -177,6 +177,28 @@ def test_an_experiment_file_rewritten_as_a_variant_runs_the_same(tmp_path, monke
     assert provenance.changed_code(digests, old) == [var]
 
 
+def test_a_smoke_only_change_leaves_a_paper_scale_record_as_it_was(tmp_path, monkeypatch):
+    """An experiment file's ``smoke`` section is read at smoke scale only: changing it leaves a
+    paper-scale record's code as it was, and counts for a smoke record; a ``params`` change counts
+    for both."""
+    from repro import layout
+    from repro.pipeline import provenance
+
+    root, commit = _repo(tmp_path, monkeypatch)
+    monkeypatch.setenv("REPRO_CONFIG_DIR", str(root / "config"))
+    exp = "config/experiment/p/e.yaml"
+    old = commit({exp: "name: e\npaper: p\nentry: m:f\ngpus: 0\nparams: {n: 100}\nsmoke: {n: 10}\n"})
+    digests = provenance.code_digests([root / exp])
+    commit({exp: "name: e\npaper: p\nentry: m:f\ngpus: 0\nparams: {n: 100}\nsmoke: {n: 5}\n"})
+    layout._experiment_file.cache_clear()
+    assert provenance.changed_code(digests, old, "paper") == []
+    assert provenance.changed_code(digests, old, "smoke") == [exp]
+    assert provenance.changed_code(digests, old) == [exp]  # scale unknown: both sections count
+    commit({exp: "name: e\npaper: p\nentry: m:f\ngpus: 0\nparams: {n: 200}\nsmoke: {n: 5}\n"})
+    layout._experiment_file.cache_clear()
+    assert provenance.changed_code(digests, old, "paper") == [exp]
+
+
 def test_an_abstract_base_counts_through_the_experiments_built_on_it(tmp_path, monkeypatch):
     """Keys that two experiment files shared, moved into a new abstract base, compute what they did (the
     base is new since the record, but each experiment runs the same); a later edit of the base that

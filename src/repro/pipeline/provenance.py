@@ -256,12 +256,13 @@ def _experiment_at(commit: str, rel: str) -> dict | None:
     return layout._merge(merged, data)
 
 
-def computes_the_same(rel: str, commit: str) -> bool:
+def computes_the_same(rel: str, commit: str, scale: str | None = None) -> bool:
     """Whether a file that changed since ``commit`` still computes what it did then: for Python, every
     top-level definition it had is in the package now, unchanged, in some module (code moved between
     files, imports changed); for an experiment file, the same entry function and parameters at both
-    scales (a variant rewritten over a base file, keys that compute nothing added). False where that
-    cannot be told."""
+    scales, or at ``scale`` alone when given (a paper-scale record reads no ``smoke`` section; a
+    variant rewritten over a base file, keys that compute nothing added). False where that cannot be
+    told."""
     if rel.endswith(".py"):
         old = _at_commit(commit, rel)
         if old is None:
@@ -275,7 +276,7 @@ def computes_the_same(rel: str, commit: str) -> bool:
     if rel.startswith("config/experiment/") and rel.endswith(".yaml"):
         experiment = Path(rel).relative_to("config/experiment").with_suffix("").as_posix()
         if layout.is_abstract(experiment):
-            return _base_computes_the_same(rel, experiment, commit)
+            return _base_computes_the_same(rel, experiment, commit, scale)
         old = _experiment_at(commit, rel)
         try:
             now = layout.experiment_file(experiment)
@@ -283,12 +284,13 @@ def computes_the_same(rel: str, commit: str) -> bool:
             return False
         if old is None:
             return False
+        keys = ("params",) if scale == "paper" else ("params", "smoke")
         return (str(old.get("entry", "")).rpartition(":")[2] == str(now.get("entry", "")).rpartition(":")[2]
-                and all(old.get(k) == now.get(k) for k in ("params", "smoke")))
+                and all(old.get(k) == now.get(k) for k in keys))
     return False
 
 
-def _base_computes_the_same(rel: str, base: str, commit: str) -> bool:
+def _base_computes_the_same(rel: str, base: str, commit: str, scale: str | None = None) -> bool:
     """Whether an abstract base (layout.is_abstract) changed since ``commit`` (or made since, from keys its
     variants held) computes what it did: it runs nothing itself, so through the experiments built on it.
     One whose own file changed since is judged whole by itself (computes_the_same merges its bases);
@@ -302,7 +304,8 @@ def _base_computes_the_same(rel: str, base: str, commit: str) -> bool:
             return False
         if rel in (repo_path(f) for f in files[1:]):
             built_on.append(f"config/experiment/{paper}/{name}.yaml")
-    return bool(built_on) and all(computes_the_same(v, commit) for v in built_on if not changed_since(commit, [v]))
+    return bool(built_on) and all(computes_the_same(v, commit, scale) for v in built_on
+                                  if not changed_since(commit, [v]))
 
 
 def _split_off(rel: str, commit: str) -> bool:
@@ -493,17 +496,17 @@ def code_digests(files) -> dict[str, str]:
     return {repo_path(f): source_digest(f) for f in files}
 
 
-def changed_code(digests: dict[str, str], commit: str = "") -> list[str]:
+def changed_code(digests: dict[str, str], commit: str = "", scale: str | None = None) -> list[str]:
     """Which of a record's code files compute something else now (or are gone), by their digests;
     with the record's ``commit``, a file whose every definition moved unchanged (or an experiment file
-    that runs the same) does not count (computes_the_same). Files are found at their present paths
-    (present_digest: the layout move alone changes none)."""
+    that runs the same at the record's ``scale``) does not count (computes_the_same). Files are found
+    at their present paths (present_digest: the layout move alone changes none)."""
     changed = []
     for rel, digest in digests.items():
         if _bookkeeping(rel):  # recorded before it was counted as bookkeeping: it computes no number
             continue
         now = present_digest(rel)
-        if now != digest and not (commit and computes_the_same(rel, commit)) \
+        if now != digest and not (commit and computes_the_same(rel, commit, scale)) \
                 and not judged_unmoved(rel, (commit and digest_at(commit, rel)) or digest, now):
             changed.append(rel)  # (the digest at the commit, made here: ast.dump differs between Pythons)
     return changed

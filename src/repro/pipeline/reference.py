@@ -117,10 +117,11 @@ def _changed_code(record: dict) -> str:
     prov = record.get("provenance", {})
     commit = prov.get("commit", "")
     if prov.get("code"):
-        changed = provenance.changed_code(prov["code"], commit)
+        changed = provenance.changed_code(prov["code"], commit, record.get("scale"))
     else:
         changed = sorted((rel for rel in provenance.changed_since(commit, _code_paths(record)) or []
-                          if not provenance.computes_the_same(rel, commit) and not _judged_now(rel, commit)),
+                          if not provenance.computes_the_same(rel, commit, record.get("scale"))
+                          and not _judged_now(rel, commit)),
                          key=layout.former_path)  # git's order of the paths the record was made from
     if not changed:
         return ""
