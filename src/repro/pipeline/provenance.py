@@ -4,6 +4,7 @@ file it ran) and its config; the machine it ran on comes from :mod:`repro.machin
 from __future__ import annotations
 
 import ast
+import copy
 import hashlib
 import json
 import os
@@ -244,7 +245,7 @@ def _experiment_at(commit: str, rel: str) -> dict | None:
     text = _at_commit(commit, rel)
     if text is None:
         return None
-    data = yaml.safe_load(text) or {}
+    data = copy.deepcopy(_yaml(text)) or {}
     bases = [d for d in data.pop("defaults", None) or [] if d != "_self_"]
     merged: dict = {}
     for base in bases:
@@ -308,20 +309,35 @@ def _base_computes_the_same(rel: str, base: str, commit: str, scale: str | None 
                                   if not changed_since(commit, [v]))
 
 
+@lru_cache(maxsize=4096)
+def _yaml(text: str):
+    """A YAML text parsed, once per process (callers copy before changing it)."""
+    return yaml.safe_load(text)
+
+
 def _split_off(rel: str, commit: str) -> bool:
     """Whether a Python file that did not exist at ``commit`` holds only definitions that its package
     folder had then, unchanged (a module split off another, e.g. superneurons' plan from its runtime),
     or none at all (a new package's __init__.py)."""
     path = REPO_ROOT / layout.current_path(rel)
-    folder = Path(layout.former_path(layout.current_path(rel))).parent.as_posix()
-    listing = _git("ls-tree", "--name-only", commit, f"{folder}/") if commit and commit != "unknown" else None
     try:
         text = path.read_text()
-        now = definitions(text)
+    except OSError:
+        return False
+    return _split_off_text(str(REPO_ROOT), rel, commit, text)
+
+
+@lru_cache(maxsize=4096)
+def _split_off_text(repo: str, rel: str, commit: str, text: str) -> bool:
+    """_split_off of ``rel`` whose present text is ``text``, in repository ``repo``."""
+    folder = Path(layout.former_path(layout.current_path(rel))).parent.as_posix()
+    try:
+        now = _definitions(text)
         if all(isinstance(node, ast.Pass) for node in _syntax(text).body):
             return True  # a docstring alone (a new package's __init__.py) computes nothing
-    except (OSError, SyntaxError, ValueError):
+    except (SyntaxError, ValueError):
         return False
+    listing = _git("ls-tree", "--name-only", commit, f"{folder}/") if commit and commit != "unknown" else None
     if not listing:
         return False
     then: dict[str, set[str]] = {}
