@@ -93,8 +93,11 @@ def slurm_slice(cluster, tmp_path_factory, smoke_run):
     for path in REMOVED:
         target = work / path
         shutil.rmtree(target) if target.is_dir() else target.unlink()
+    # a one-node cluster answers at once: poll it every few seconds, not the plugin's 40 s and more
+    # (which suits a shared cluster's scheduler and is the profile's default)
     common = ("--executor", "slurm", "--profile", "profiles/slurm", "--slurm-status-command", "squeue",
-              "--latency-wait", "5", "--config", "scale=smoke", f"cifar10_source=shards:{shards}")
+              "--slurm-init-seconds-before-status-checks", "2", "--latency-wait", "5",
+              "--config", "scale=smoke", f"cifar10_source=shards:{shards}")
     data = snakemake(*common, "--", DATA, cwd=work, check=False, timeout=1200)  # "--": --config takes the rest
     restore_mtimes(local / "results/data/cifar10", work / "results/data/cifar10")
     rest = snakemake(*common, "--allowed-rules", *SLICE_RULES, "--rerun-triggers", "code", "params", "input",
