@@ -298,3 +298,44 @@ def test_import_closure_parses_each_file_once_and_keeps_the_lists_between_proces
     (tmp_path / "cache" / "imports.json").write_text("{not json")  # a broken cache is an empty one
     provenance._import_cache.cache_clear()
     assert provenance.import_closure("repro.a")[-1] == "repro.lib.core"
+
+
+def test_syntax_work_is_kept_between_processes(tmp_path, monkeypatch):
+    """A source's digest, definitions and move-canonical form are parsed once and kept in the syntax
+    cache (beside the import cache): a new process parses nothing it has seen; an edited text is
+    parsed again; a cache written under another Python or broken is an empty one."""
+    import ast
+    import json
+
+    from repro.pipeline import provenance
+
+    monkeypatch.setenv("REPRO_CODE_CACHE", str(tmp_path / "cache" / "imports.json"))
+    parsed = []
+    real_parse = ast.parse
+    monkeypatch.setattr(ast, "parse", lambda src, *a, **k: parsed.append(src) or real_parse(src, *a, **k))
+
+    def new_process():
+        for fn in (provenance._syntax_cache, provenance.text_digest, provenance._definitions, provenance._former_key):
+            fn.cache_clear()
+        parsed.clear()
+
+    text, other = "def f(x):\n    return x + 1\n", "def f(x):\n    return x + 2\n"
+    new_process()
+    first = (provenance.text_digest(text, ".py"), provenance.definitions(text), provenance.same_but_moved(text, text))
+    assert parsed and first[2]
+    provenance._save_syntax_cache()
+    kept = json.loads(provenance.syntax_cache_path().read_text())
+    assert kept["python"] == provenance._PYTHON and len(kept["entries"]) == 1
+
+    new_process()
+    assert (provenance.text_digest(text, ".py"), provenance.definitions(text), provenance.same_but_moved(text, text)) \
+        == first and parsed == []  # all from the cache file
+    assert provenance.text_digest(other, ".py") != first[0] and parsed  # a new text is parsed
+    assert not provenance.same_but_moved(text, other)
+
+    for broken in (json.dumps({"python": "2.7", "entries": kept["entries"]}), "{not json"):
+        provenance.syntax_cache_path().write_text(broken)
+        new_process()
+        assert provenance.text_digest(text, ".py") == first[0] and parsed  # parsed afresh
+    with pytest.raises(SyntaxError):
+        provenance.text_digest("def (", ".py")

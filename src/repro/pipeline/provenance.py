@@ -4,6 +4,7 @@ file it ran) and its config; the machine it ran on comes from :mod:`repro.machin
 from __future__ import annotations
 
 import ast
+import atexit
 import copy
 import hashlib
 import json
@@ -116,16 +117,71 @@ def _former_syntax(text: str) -> ast.Module:
 
 # The syntax-tree work below is a pure function of a source's text, and the claims report asks it of
 # the same few hundred texts (the present files, the files at a handful of commits) thousands of
-# times: each text is parsed once per process.
+# times: each text is parsed once per process (lru_cache), and its results are kept between
+# processes (the syntax cache), so a report, a rerun or a test after the first parses nothing new.
+def syntax_cache_path() -> Path:
+    """Where the syntax work on the package's sources is kept between processes: ``syntax.json``
+    beside the import cache (import_cache_path; outside results/, deleting it costs one re-parse).
+    Entries are by the SHA-256 of a source's text, under the Python minor version that made them
+    (ast.dump differs between versions)."""
+    return import_cache_path().with_name("syntax.json")
+
+
+_PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
+_SYNTAX_CACHE_MAX = 20_000  # entries; a larger file is started afresh
+
+
+@lru_cache(maxsize=1)
+def _syntax_cache() -> dict:
+    try:
+        data = json.loads(syntax_cache_path().read_text())
+        entries = data["entries"] if data.get("python") == _PYTHON and isinstance(data.get("entries"), dict) else {}
+    except (OSError, ValueError, AttributeError, KeyError):
+        entries = {}
+    if len(entries) > _SYNTAX_CACHE_MAX:
+        entries = {}
+    return {"entries": entries, "dirty": False, "saving": False}
+
+
+def _save_syntax_cache() -> None:
+    cache = _syntax_cache()
+    if not cache["dirty"]:
+        return
+    from repro.atomic import atomic_write
+
+    blob = json.dumps({"python": _PYTHON, "entries": cache["entries"]}, sort_keys=True).encode()
+    try:
+        atomic_write(syntax_cache_path(), lambda fh: fh.write(blob))
+        cache["dirty"] = False
+    except OSError:  # a read-only tree: the results are still right, just not kept
+        pass
+
+
+def _kept(kind: str, text: str, compute):
+    """``compute(text)``, kept in the syntax cache under the text's SHA-256 and ``kind`` (written
+    when the process exits). A text that does not parse raises, as ``compute`` does, and is not kept."""
+    cache = _syntax_cache()
+    entry = cache["entries"].get(key := hashlib.sha256(text.encode()).hexdigest(), {})
+    if kind not in entry:
+        entry = cache["entries"][key] = {**entry, kind: compute(text)}
+        cache["dirty"] = True
+        if not cache["saving"]:
+            atexit.register(_save_syntax_cache)
+            cache["saving"] = True
+    return entry[kind]
+
+
 @lru_cache(maxsize=4096)
-def _former_dump(text: str) -> str:
-    return ast.dump(_former_syntax(text), annotate_fields=False)
+def _former_key(text: str) -> str:
+    """A digest of ``text``'s syntax tree as it would read before the layout move (_former_syntax)."""
+    return _kept("former", text, lambda t: hashlib.sha256(
+        ast.dump(_former_syntax(t), annotate_fields=False).encode()).hexdigest())
 
 
 def same_but_moved(old: str, new: str) -> bool:
     """Whether two Python sources differ only by the layout move (imports and module names)."""
     try:
-        return _former_dump(old) == _former_dump(new)
+        return _former_key(old) == _former_key(new)
     except (SyntaxError, ValueError):
         return False
 
@@ -145,11 +201,9 @@ def source_digest(path: Path) -> str:
 def text_digest(text: str, suffix: str) -> str:
     """source_digest of a file's ``text`` whose name ends in ``suffix`` (e.g. the file at a commit)."""
     if suffix == ".py":
-        text = ast.dump(_syntax(text), annotate_fields=False)
-    else:
-        text = "\n".join(line.rstrip() for line in text.splitlines()
-                         if line.strip() and not line.lstrip().startswith(("#", "//")))
-    return _digest(text)
+        return _kept("digest", text, lambda t: _digest(ast.dump(_syntax(t), annotate_fields=False)))
+    return _digest("\n".join(line.rstrip() for line in text.splitlines()
+                             if line.strip() and not line.lstrip().startswith(("#", "//"))))
 
 
 def definitions(text: str) -> dict[str, str]:
@@ -161,6 +215,10 @@ def definitions(text: str) -> dict[str, str]:
 
 @lru_cache(maxsize=4096)
 def _definitions(text: str) -> dict[str, str]:
+    return _kept("defs", text, _compute_definitions)
+
+
+def _compute_definitions(text: str) -> dict[str, str]:
     found: dict[str, list[str]] = {}
     for node in _former_syntax(text).body:
         if isinstance(node, (ast.Import, ast.ImportFrom)) or (
