@@ -262,11 +262,12 @@ def test_each_card_states_one_denominator_and_its_bar_has_a_legend(built, tmp_pa
 
 
 def _ctx(f, df, out):
+    from repro import layout
     from repro.report.content import Context
 
     return Context(df=df.reset_index(drop=True), out=out, figures=[], here_runs=artifact.experiment_runs(f["results"], f["config"]),
                    reference_runs={}, tests=None, badges=[], mlflow_uri="", mlflow_runs={}, results=f["results"],
-                   experiments=__import__("repro.layout", fromlist=["x"]).experiment_names(f["config"]))
+                   experiments=layout.experiment_names(f["config"]))
 
 
 def test_the_per_paper_cells_name_what_they_count(built, tmp_path):
