@@ -56,7 +56,7 @@ def test_the_counts_of_both_sides(built):
                    "model reproduced": 0, "model not-reproduced": 1, "model inconclusive": 0, "model no-reference": 0}
     assert (here["reproduced"], here["smoke"], here["not-run-here"], here["pending"]) == (1, 1, 4, 1)
     assert here["model not-run-here"] == 1
-    assert report_content.by_reference_machine(df) == [("NVIDIA H200", 3, 3)]  # model rows too
+    assert report_content.by_reference_machine(df) == [("NVIDIA H200", 3, 6)]  # held of judged, model rows too
 
 
 def test_each_row_shows_measured_ceiling_and_target_and_the_summary_counts_misses_by_kind(built, tmp_path):
@@ -228,3 +228,153 @@ def test_the_real_ledger_renders_with_the_committed_references(tmp_path):
     page = report.write(df.reset_index(drop=True), tmp_path / "out", report.default_figures(tmp_path / "empty", ref),
                         results=tmp_path / "empty", reference_root=ref)
     assert page.stat().st_size < 1_500_000
+    _assert_printed_paths_exist(page, REPO)
+
+
+def _card_text(dom, side):
+    """The text of a summary card (its elements up to the next card or section)."""
+    start = dom.elements.index(dom.find("div", id=f"verdicts-{side}")[0])
+    end = next((i for i in range(start + 1, len(dom.elements))
+                if dom.elements[i][1].get("id", "").startswith("verdicts-") or dom.elements[i][0] == "h2"
+                and dom.elements[i][1].get("id")), len(dom.elements))
+    return " ".join(t for _, _, t in dom.elements[start:end])
+
+
+def test_each_card_states_one_denominator_and_its_bar_has_a_legend(built, tmp_path):
+    """Every "N of M" of a card has the card's denominator; the bar's parts, named with their counts
+    in its legend, add up to it."""
+    f, df = built
+    out, page, dom = _page(f, df, tmp_path)
+    for card in report_content.cards(_ctx(f, df, out)):
+        text = " ".join(_card_text(dom, card.side).split())
+        pairs = re.findall(r"(\d+) of (\d+)\b", text)
+        assert pairs and {int(m) for _, m in pairs} == {card.total}, (card.side, pairs)
+        assert f"{card.count} of {card.total} {card.what}" in text
+        legend = [t.strip() for tag, a, t in dom.elements[dom.elements.index(dom.find("ul", id=f"legend-{card.side}")[0]):]
+                  if tag == "li"][:len(card.segments)]
+        assert legend == [f"{n} {label}" for n, label, _ in card.legend()]
+        assert sum(n for n, _ in card.segments) == card.total
+    ref = report_content.reference_card(_ctx(f, df, out))
+    judged = int(df.reference_verdict.isin(claims.JUDGED).sum())
+    assert (ref.count, ref.total) == (int((df.reference_verdict == "reproduced").sum()), judged)
+    md = (out / "report.md").read_text()
+    assert f"**On the reference machine: {ref.headline}**" in md
+
+
+def _ctx(f, df, out):
+    from repro import layout
+    from repro.report.content import Context
+
+    return Context(df=df.reset_index(drop=True), out=out, figures=[], here_runs=artifact.experiment_runs(f["results"], f["config"]),
+                   reference_runs={}, tests=None, badges=[], mlflow_uri="", mlflow_runs={}, results=f["results"],
+                   experiments=layout.experiment_names(f["config"]))
+
+
+def test_the_per_paper_cells_name_what_they_count(built, tmp_path):
+    f, df = built
+    glance = report_content.per_paper(df.reset_index(drop=True)).set_index("paper")
+    for cell in glance.drop(columns=["claims", "reference hardware"]).to_numpy().ravel():
+        assert cell == "-" or re.fullmatch(r"\d+ [a-z][a-z ()-]+(, \d+ [a-z][a-z ()-]+)*", cell), cell
+    assert glance.loc["P", "reference machine"] == "1 held, 1 missed"  # h.both misses, h.ref holds
+    assert glance.loc["P", "pending"] == "1 pending" and glance.loc["Q", "pending"] == "-"
+    out, page, dom = _page(f, df, tmp_path)
+    assert "1 held, 1 missed" in dom.text and not re.search(r"\d+ / \d+ / \d+", dom.text)
+
+
+def _printed_paths(text: str) -> set[str]:
+    """The file paths a page's text names: tokens under results/, docs/, config/, tests/ or src/, or
+    absolute, ending in a file name with a suffix or in a folder's slash."""
+    found = re.findall(r"(?<![\w<>/.-])((?:/|\.\./|results/|docs/|config/|tests/|src/)[\w./-]*(?:\.\w+|/))(?![\w<>])", text)
+    return {p.rstrip(".") for p in found if "<" not in p}
+
+
+def test_every_path_the_report_prints_exists(built, tmp_path, monkeypatch):
+    """Every link resolves, and every path the text names exists (the commands apart: they name what
+    they make)."""
+    f, df = built
+    monkeypatch.chdir(tmp_path)
+    for junit in (f["results"] / "tests" / "junit.xml", None):  # with test results and without
+        out = tmp_path / "out"
+        page = report.write(df.reset_index(drop=True), out, report.default_figures(f["results"], f["reference"]),
+                            results=f["results"], reference_root=f["reference"], junit=junit, config_root=f["config"])
+        _assert_printed_paths_exist(page, tmp_path)
+
+
+def _assert_printed_paths_exist(page: Path, cwd: Path):
+    out = page.parent
+    dom = Elements(page.read_text())
+    for href in (a["href"] for _, a, _ in dom.find("a") if "href" in a):
+        if not href.startswith(("#", "http://", "https://")):
+            assert (out / href).resolve().exists(), href
+    for text in (dom.text, (out / "report.md").read_text()):
+        for command in sorted((c for c, _ in report_content.COMMANDS), key=len, reverse=True):  # they name what they make
+            text = text.replace(command, "")
+        paths = _printed_paths(text)
+        assert paths
+        for p in paths:
+            assert any((base / p).exists() for base in (Path("/"), cwd, REPO, out)), p
+
+
+def test_without_chromium_the_report_says_why_there_is_no_screenshot(built, tmp_path, monkeypatch):
+    from repro.report import browser
+
+    f, df = built
+    monkeypatch.setattr(browser, "chromium", lambda: None)
+    out = tmp_path / "out"
+    out.mkdir()
+    stale = out / "report.png"
+    stale.write_bytes(b"an earlier screenshot")
+    page = report.write(df.reset_index(drop=True), out, [], results=f["results"], reference_root=f["reference"],
+                        config_root=f["config"], screenshot=stale)
+    line = Elements(page.read_text()).find("p", id="screenshot")[0][2]
+    assert line == "No screenshot (report.png): chromium is not installed (apt-get install -y chromium)."
+    assert line in (out / "report.md").read_text() and not stale.exists()
+    page = report.write(df.reset_index(drop=True), out, [], results=f["results"], reference_root=f["reference"],
+                        config_root=f["config"])  # none asked for: no line
+    assert not Elements(page.read_text()).find("p", id="screenshot")
+
+
+def _smoke_results(f, top1: float) -> Path:
+    """A results folder as a smoke run leaves it: every experiment of the fixture's config at smoke
+    scale (the GPU ones skipped), and the learning check's experiment with its epochs."""
+    from repro.report import learning
+    from report_fixture import EXPERIMENTS, write_record
+
+    results = f["results"].parent / f"smoke-{top1:g}"
+    path = f["config"] / "experiment" / f"{learning.EXPERIMENT}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("name: resnet32\npaper: baseline\ngpus: 1\n")
+    for exp, gpus in EXPERIMENTS.items():
+        write_record(results, exp, {"speedup": 0.5}, scale="smoke", gpu=None,
+                     **({"status": "skipped"} if gpus else {}))
+    write_record(results, learning.EXPERIMENT, {"final_top1": top1, "n_test_images": 1000}, scale="smoke", gpu=None)
+    (results / learning.EXPERIMENT / "epochs.csv").write_text("epoch,test_loss,test_top1\n1,2.2,12.0\n2,1.9,"
+                                                              f"{top1}\n")
+    return results
+
+
+@pytest.mark.parametrize("top1, verdict", [(30.0, "holds"), (11.0, "fails")])
+def test_a_smoke_runs_card_says_what_ran_and_was_checked(built, tmp_path, top1, verdict):
+    """At smoke scale no claim is judged here: the card counts the experiments that finished (of the
+    experiment files), says whether the learning check held, and that claims are not judged at this
+    scale; it shows no count of claims that hold."""
+    from report_fixture import EXPERIMENTS
+
+    f, _ = built
+    results = _smoke_results(f, top1)
+    df = claims.build(f["ledger"], results, f["reference"], f["config"])
+    assert not df.here_verdict.isin(claims.JUDGED).any()
+    page = report.write(df, tmp_path / "out", [], results=results, reference_root=f["reference"],
+                        config_root=f["config"])
+    dom = Elements(page.read_text())
+    text = " ".join(_card_text(dom, "here").split())
+    skipped = sum(1 for gpus in EXPERIMENTS.values() if gpus)
+    experiments = len(EXPERIMENTS) + 1
+    assert f"{experiments - skipped} of {experiments} experiments finished" in text
+    assert f"{experiments - skipped} finished" in text and f"{skipped} skipped" in text
+    assert f"Learning check on baseline/resnet32: {verdict}" in text
+    assert "Claims: none judged here" in text and "smoke scale" in text and "claims hold" not in text
+    if verdict == "fails":
+        assert f"final top-1 {top1:.1f}% < 16.0%" in text
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert f"**Here: {experiments - skipped} of {experiments} experiments finished**" in md

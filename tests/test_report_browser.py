@@ -25,7 +25,7 @@ def test_chromium_shows_every_claim_both_verdicts_and_every_figure_link(tmp_path
                  scale="smoke", gpu=None)
     df = claims.build(REPO / "config" / "claims", results, ref)
     figures = report.default_figures(results, ref)
-    page = report.write(df, tmp_path / "out", figures, results=results, reference_root=ref)
+    page = report.write(df, tmp_path / "out", figures, results=results, reference_root=ref, screenshot=SCREENSHOT)
     dom = Elements(browser.dump_dom(page))
 
     rows = dom.find("tr", class_="claim")
@@ -34,8 +34,10 @@ def test_chromium_shows_every_claim_both_verdicts_and_every_figure_link(tmp_path
         shown = [a["data-verdict"] for _, a, _ in dom.find("span", data_side=side) if "data-verdict" in a]
         assert len(shown) == len(rows) and set(shown) <= set(verdicts), side
         assert [a[f"data-{side}"] for _, a, _ in rows] == shown
+    # the reference card counts judged claims; this smoke run's card, the experiments that finished
+    for side, what in (("reference", "judged claims hold"), ("here", "experiments finished")):
         card = dom.find("div", id=f"verdicts-{side}")
-        assert card and any("claims hold" in t for _, _, t in dom.elements[dom.elements.index(card[0]):][:4])
+        assert card and any(what in t for _, _, t in dom.elements[dom.elements.index(card[0]):][:4]), side
     assert dom.find("tr", data_claim="comet.compressor")[0][1]["data-here"] == "smoke"
 
     hrefs = {a["href"] for _, a, _ in dom.find("a") if "href" in a}
@@ -48,9 +50,9 @@ def test_chromium_shows_every_claim_both_verdicts_and_every_figure_link(tmp_path
         assert all((page.parent / h).resolve().is_file() for h in links)
     assert dom.find("img", id="chart")
 
-    shot = browser.screenshot(page, SCREENSHOT)
+    assert dom.find("p", id="screenshot")[0][2].startswith("Screenshot: ")  # written with the page
     from PIL import Image
 
-    image = Image.open(shot)
+    image = Image.open(SCREENSHOT)
     assert image.size == (1400, 1800)
     assert len(image.convert("L").getcolors(1 << 16) or []) > 50  # drawn, not a blank page

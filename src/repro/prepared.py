@@ -41,3 +41,16 @@ def broken_splits(out_dir: Path) -> list[str]:
         elif "bytes" not in entry and sha256_file(path) != entry["sha256"]:
             problems.append(f"{path} does not match the SHA-256 in the manifest")
     return problems
+
+
+def prepared_from(out_dir: Path, source: str, train_shards: int | None) -> bool:
+    """Whether the splits in ``out_dir`` were prepared from ``source`` (a ``--source`` spec) with
+    ``train_shards`` training shards, as their manifest says (False when nothing is prepared or the
+    manifest is unreadable). The workflow asks while it builds the DAG: a check of the source the
+    splits came from need not rerun the data step (workflow/rules/data.smk)."""
+    try:
+        manifest = json.loads((Path(out_dir) / MANIFEST).read_text())
+        made_from, shards = manifest["source"], manifest.get("train_shards")
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return made_from == source and shards in (train_shards, None)  # a dir: source has no shard count

@@ -167,3 +167,18 @@ def test_a_killed_preparation_leaves_no_temp_file_after_the_next(mini_shards, tm
     assert stale_temp_files(out) == [stale]
     prepare_cifar10(f"shards:{mini_shards}", out, train_shards=2)
     assert not stale.exists() and (out / "mine.tmp").exists()
+
+
+def test_prepared_from_reads_the_source_and_shards_of_the_manifest(mini_shards, tmp_path):
+    """The workflow asks this while it builds the DAG (data.smk): a rerun check of the source the
+    splits came from reruns no data step; another source, or another shard count, does."""
+    from repro.prepared import prepared_from
+
+    out = tmp_path / "prep"
+    source = f"shards:{mini_shards}"
+    assert not prepared_from(out, source, 2)  # nothing prepared yet
+    prepare_cifar10(source, out, train_shards=2)
+    assert prepared_from(out, source, 2)
+    assert not prepared_from(out, source, 5) and not prepared_from(out, f"shards:{tmp_path / 'other'}", 2)
+    (out / "manifest.json").write_text("{")
+    assert not prepared_from(out, source, 2)

@@ -1,5 +1,7 @@
 # Helpers for every rule file (the resolved scale; reading an experiment file); the rules that
 # run experiments are in experiment.smk (docs/adding-a-paper.md).
+import hashlib
+import json
 import os
 import sys
 from functools import cache
@@ -9,7 +11,7 @@ sys.path.insert(0, f"{workflow.basedir}/src")  # repro's light modules, without 
 from repro import layout, sweep
 from repro.pipeline import provenance, watchdog
 from repro.pipeline.scale import gpu_count, resolve_scale
-from repro.prepared import broken_splits
+from repro.prepared import broken_splits, prepared_from
 
 # The jobs watch this process: when Snakemake is killed, they stop (repro.pipeline.watchdog).
 watchdog.export_workflow_pid()
@@ -111,6 +113,22 @@ def cifar10_damage():
     if problems:
         print(f"repro: {prepared} is damaged ({'; '.join(problems)}): the cifar10 step reruns", file=sys.stderr)
     return problems
+
+
+def cifar10_source_stamp():
+    """The cifar10_source check's stamp: one file per source and train-shard count (the config's
+    ``cifar10_source`` and ``cifar10_train_shards`` at this scale), so that a failed check of one
+    source deletes no other source's stamp (data.smk)."""
+    spec = [config["cifar10_source"], config["cifar10_train_shards"][SCALE] or 5]
+    return f"results/data/cifar10-source/{hashlib.sha256(json.dumps(spec).encode()).hexdigest()[:16]}.json"
+
+
+@cache
+def cifar10_source_prepared():
+    """Whether the prepared CIFAR-10 splits came from the configured source and shard count (their
+    manifest says so): read once while the DAG is built (data.smk)."""
+    return prepared_from(os.path.dirname(rules.cifar10.output.manifest), config["cifar10_source"],
+                         config["cifar10_train_shards"][SCALE] or 5)
 
 
 def newer_counts_if(condition, path):

@@ -24,10 +24,18 @@ rule cifar10_check:
 
 # The source is checked as its own step: Snakemake deletes a job's outputs before running it, so
 # checking inside the cifar10 step would delete good prepared splits before a corrupt new source
-# is refused. This step's output is only a stamp.
+# is refused. Snakemake deletes a failed job's outputs too, so the check's stamp is named for the
+# source and shard count it vouches for (cifar10_source_stamp): a failed check removes only its own
+# stamp, and runs again at every run while that source stays configured. The cifar10 step reads the
+# source record, a copy of the configured source's stamp (cifar10_source_record) that only a passed
+# check replaces, so after a failed check the record and the splits are as they were. While the
+# splits' manifest says they came from the configured source, the step takes the record as
+# ancient(): Snakemake then neither checks that source again nor reruns the step, so pointing the
+# source back plans nothing (nor does a tree from before the per-source stamps). Another source
+# (its stamp new, the step's params changed) reruns the data step once its check passes.
 rule cifar10_source:
     output:
-        "results/data/cifar10-source.json",
+        cifar10_source_stamp(),
     log:
         "results/logs/data/cifar10-source.log",
     params:
@@ -40,9 +48,22 @@ rule cifar10_source:
         "> {output} 2> {log}"
 
 
+rule cifar10_source_record:
+    input:
+        rules.cifar10_source.output[0],
+    output:
+        "results/data/cifar10-source.json",
+    log:
+        "results/logs/data/cifar10-source-record.log",
+    container:
+        CPU_IMAGE
+    shell:
+        "cp {input} {output} 2> {log}"
+
+
 rule cifar10:
     input:
-        checked=rules.cifar10_source.output,
+        checked=lambda wc: newer_counts_if(not cifar10_source_prepared(), rules.cifar10_source_record.output[0]),
         damage=lambda wc: newer_counts_if(cifar10_damage(), rules.cifar10_check.output[0]),
     output:
         train="results/data/cifar10/train.npz",

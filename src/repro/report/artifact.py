@@ -18,6 +18,7 @@ import pandas as pd
 from repro import layout, records
 from repro.pipeline import provenance
 from repro.records import DEFAULT_ORDER
+from repro.report.claims import JUDGED
 
 BADGES = ("Available", "Functional", "Reusable", "Results Reproduced")
 
@@ -150,7 +151,7 @@ def badges(df: pd.DataFrame, here: dict[str, dict], reference: dict[str, dict], 
         (f"tests: {tests.passed} passed, {tests.failed} failed, {tests.skipped} skipped of {tests.tests} "
          f"({tests.when} UTC, {tests.seconds:.0f} s)" if tests else "tests: no JUnit report found")],
         ([f"{tests.failed} tests failed"] if tests and tests.failed else []) +
-        ([] if tests else ["no test results: `make test` writes results/tests/junit.xml"]) +
+        ([] if tests else ["no test results: `make test` writes the JUnit XML this report reads"]) +
         ([] if here else ["no experiment ran here (no records under the results folder)"]))
     papers = layout.papers()
     pages = [p for p in papers if (repo / "docs" / "papers" / f"{p}.md").is_file()]
@@ -171,7 +172,8 @@ def badges(df: pd.DataFrame, here: dict[str, dict], reference: dict[str, dict], 
                                                                                      "no-reference")}
     here_ok = measured.claim_id[measured.here_verdict == "reproduced"].tolist()
     reproduced = Badge("Results Reproduced", [
-        f"on the reference machine ({hw or 'none'}): {len(ids['reproduced'])} of {len(measured)} measured claims reproduced"
+        f"on the reference machine ({hw or 'none'}): {len(ids['reproduced'])} of the "
+        f"{int(measured.reference_verdict.isin(JUDGED).sum())} measured claims judged there reproduced"
         + (f" ({', '.join(ids['reproduced'])})" if ids["reproduced"] else ""),
         f"here at paper scale: {len(here_ok)} reproduced" + (f" ({', '.join(here_ok)})" if here_ok else ""),
         "per paper: the 'At a glance' table; per claim: both verdicts, the value and its record"],

@@ -64,10 +64,3 @@ def screenshot(page: Path | str, out: Path, width: int = 1400, height: int = 180
         raise BrowserError(f"chromium wrote no screenshot to {out}")
     return out
 
-
-def screenshot_or_reason(page: Path, out: Path) -> str:
-    """screenshot, or why there is none (no Chromium, or it failed): one line for a log."""
-    try:
-        return f"screenshot: {screenshot(page, out)}"
-    except (BrowserError, subprocess.TimeoutExpired) as exc:
-        return f"no screenshot: {exc}"

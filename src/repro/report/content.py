@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from repro import layout
-from repro.report import artifact
+from repro.report import artifact, learning
 from repro.report.claims import JUDGED, MISS_KINDS, MISS_LABELS, miss_tally, tally
 
 LABELS = {"reproduced": "reproduced", "not-reproduced": "not reproduced",
@@ -102,6 +102,8 @@ class Context:
     mlflow_uri: str
     mlflow_runs: dict[str, dict]
     results: Path
+    experiments: list[str]  # the experiment files' '<paper>/<name>' (layout.experiment_names)
+    screenshot: str = ""  # the line on the page's screenshot (pages.write): where it is, or why there is none
 
     def rel(self, path) -> str:
         """``path`` relative to the report's folder (the links work where the report lies)."""
@@ -133,11 +135,12 @@ def machine_name(hardware: str) -> str:
 
 
 def by_reference_machine(df: pd.DataFrame) -> list[tuple[str, int, int]]:
-    """(machine, claims held, claims missed) for each reference machine, most claims first."""
-    judged = df[df.reference_verdict.isin(["reproduced", "not-reproduced"])]
-    rows = [(name, int((g.reference_verdict == "reproduced").sum()), int((g.reference_verdict == "not-reproduced").sum()))
+    """(machine, claims that hold, claims judged) for each reference machine, most claims first: the
+    judged claims split by the machine whose run gives each its reference verdict."""
+    judged = df[df.reference_verdict.isin(JUDGED)]
+    rows = [(name, int((g.reference_verdict == "reproduced").sum()), len(g))
             for name, g in judged.groupby(judged.reference_hardware.map(machine_name))]
-    return sorted(rows, key=lambda r: -(r[1] + r[2]))
+    return sorted(rows, key=lambda r: -r[2])
 
 
 def reference_machine(df: pd.DataFrame) -> str:
@@ -147,30 +150,94 @@ def reference_machine(df: pd.DataFrame) -> str:
     return f"{', '.join(hardware) or 'none'}; {span}"
 
 
-def summary_lines(ctx: Context) -> tuple[str, str]:
-    """The two verdicts' counts, one sentence each (the reference machine's, this machine's)."""
-    ref, here = tally(ctx.df, "reference"), tally(ctx.df, "here")
-    measured = int((ctx.df.kind != "model").sum())
-    models = int((ctx.df.kind == "model").sum())
+# a card's bar: what each part counts, and its colour (the HTML page's legend)
+SEGMENTS = {"reproduced": ("hold", "#5cb85c"), "not-reproduced": ("miss", "#d9534f"),
+            "inconclusive": ("inconclusive", "#f5a35c"), "ok": ("finished", "#5cb85c"),
+            "skipped": ("skipped (its record says why)", "#f0ad4e"), "no-record": ("no record", "#bbb")}
 
-    def models_part(t):
-        if not models:
-            return ""
-        shown = {k[len("model "):]: n for k, n in t.items() if k.startswith("model ") and n}
-        return "; model rows: " + ", ".join(f"{n} {MODEL_LABELS.get(v, LABELS[v]).replace('model: ', '')}"
-                                            for v, n in shown.items())
 
-    reference = (f"On the reference machine ({reference_machine(ctx.df)}): {ref['reproduced']} of {measured} measured "
-                 f"claims reproduced, {ref['not-reproduced']} not reproduced, "
-                 + (f"{ref['inconclusive']} inconclusive, " if ref["inconclusive"] else "")
-                 + f"{ref['no-reference']} with no committed "
-                 f"run, {ref['pending']} pending" + models_part(ref) + ".")
-    here_line = (f"Here ({machine_here(ctx.here_runs, ctx.results)}): {here['reproduced']} reproduced, "
-                 f"{here['not-reproduced']} not reproduced, "
-                 + (f"{here['inconclusive']} inconclusive, " if here["inconclusive"] else "")
-                 + f"{here['smoke']} ran at smoke scale (not judged), "
-                 f"{here['not-run-here']} not run here, {here['pending']} pending" + models_part(here) + ".")
-    return reference, here_line
+@dataclass
+class Card:
+    """One side's headline: ``count`` of ``total`` ``what`` (one denominator, stated), the bar's
+    parts (n, key of SEGMENTS) summing to ``total``, and the lines under it."""
+
+    side: str
+    title: str
+    count: int
+    total: int
+    what: str
+    segments: list[tuple[int, str]]
+    lines: list[str]
+
+    @property
+    def headline(self) -> str:
+        return f"{self.count} of {self.total} {self.what}"
+
+    def legend(self) -> list[tuple[int, str, str]]:
+        """(n, label, colour) of each part of the bar."""
+        return [(n, SEGMENTS[k][0], SEGMENTS[k][1]) for n, k in self.segments]
+
+
+def _judged(t: dict[str, int]) -> list[tuple[int, str]]:
+    return [(t[v] + t.get(f"model {v}", 0), v) for v in JUDGED]
+
+
+def _models_judged(df: pd.DataFrame, side: str) -> int:
+    return int(((df.kind == "model") & df[f"{side}_verdict"].isin(JUDGED)).sum())
+
+
+def reference_card(ctx: Context) -> Card:
+    """The reference machines' card: of the claims judged there, how many hold; the claims not judged
+    (no committed run, pending) are named apart, outside the count."""
+    df, t = ctx.df, tally(ctx.df, "reference")
+    parts = _judged(t)
+    total = sum(n for n, _ in parts)
+    machines = by_reference_machine(df)
+    models = _models_judged(df, "reference")
+    lines = [f"Judged: the {total} claims whose committed paper-scale runs have their value"
+             + (f" ({models} of them model rows)" if models else "") + f"; {reference_machine(df)}."]
+    if len(machines) > 1:
+        lines.append(f"Of the {total}, by the machine whose run judges each: "
+                     + "; ".join(f"{name}: {n} ({held} hold)" for name, held, n in machines) + ".")
+    lines.append(misses_line(df))
+    lines.append(f"Not judged, so not counted: {t['no-reference'] + t['model no-reference']} with no committed "
+                 f"run, {t['pending']} pending (not implemented); {len(df)} claims in all.")
+    return Card("reference", "On the reference machine" + ("s" if len(machines) > 1 else ""), parts[0][0], total,
+                "judged claims hold", parts, lines)
+
+
+def here_card(ctx: Context) -> Card:
+    """This machine's card. Where it judged claims (runs at paper scale), as the reference card; where
+    it judged none (a smoke run), what ran and was checked: the experiments that finished of those the
+    report reads, the learning check, and that claims are not judged at that scale."""
+    df, t = ctx.df, tally(ctx.df, "here")
+    parts = _judged(t)
+    total = sum(n for n, _ in parts)
+    where = machine_here(ctx.here_runs, ctx.results)
+    if total:
+        models = _models_judged(df, "here")
+        lines = [f"Judged: the {total} claims whose runs here are at paper scale"
+                 + (f" ({models} of them model rows)" if models else "") + f"; {where}."]
+        if any(df.here_miss):
+            lines.append(misses_line(df, "here"))
+        lines.append(f"Not judged, so not counted: {t['smoke'] + t['model smoke']} ran at smoke scale, "
+                     f"{t['not-run-here'] + t['model not-run-here']} not run here, {t['pending']} pending; "
+                     f"{len(df)} claims in all.")
+        return Card("here", "Here", parts[0][0], total, "judged claims hold", parts, lines)
+    statuses = [ctx.here_runs[e]["status"] if e in ctx.here_runs else "no-record" for e in ctx.experiments]
+    segments = [(statuses.count(k), k) for k in ("ok", "skipped", "no-record")]
+    lines = [f"Of the {len(statuses)} experiment files, by their records here; {where}."]
+    if checked := learning.check(ctx.here_runs, ctx.experiments):
+        lines.append(checked.line[0].upper() + checked.line[1:] + ".")
+    scales = sorted({r["scale"] for r in ctx.here_runs.values() if r["status"] == "ok"})
+    lines.append("Claims: none judged here. A claim is judged only on a paper-scale run, and the runs here are at "
+                 f"{' and '.join(scales) or 'no'} scale; the reference card judges them.")
+    return Card("here", "Here", segments[0][0], len(statuses), "experiments finished", segments, lines)
+
+
+def cards(ctx: Context) -> list[Card]:
+    """The summary's two cards: the reference machines', this machine's."""
+    return [reference_card(ctx), here_card(ctx)]
 
 
 MISS_SHORT = {"implementation": "implementation", "ceiling-below-target": "ceiling below the target",
@@ -232,22 +299,31 @@ def misses_line(df: pd.DataFrame, side: str = "reference") -> str:
     return text + "."
 
 
+# how a per-paper cell names each verdict's count
+CELL_LABELS = {"reproduced": "held", "not-reproduced": "missed", "inconclusive": "inconclusive",
+               "no-reference": "no committed run", "smoke": "smoke run (not judged)", "not-run-here": "not run here",
+               "pending": "pending"}
+
+
+def count_cell(verdicts: pd.Series, order) -> str:
+    """A per-paper cell: each verdict's count with its label ("2 held, 1 missed"), zeros left out; "-"
+    where none of ``order`` occurs."""
+    counts = verdicts.value_counts()
+    return ", ".join(f"{counts[v]} {CELL_LABELS[v]}" for v in order if counts.get(v, 0)) or "-"
+
+
 def per_paper(df: pd.DataFrame) -> pd.DataFrame:
-    """Per paper (ledger order): its claims, how many hold / miss / have no committed run on the
-    reference machine and hold / miss / ran at smoke scale / did not run here, and the reference hardware."""
+    """Per paper (ledger order): its claims, their verdicts on the reference machine and here as
+    labelled counts, the pending ones, and the reference hardware."""
     rows = []
     for paper, group in df.groupby("paper", sort=False):
         kinds = group.kind.value_counts()
-        ref, here = group.reference_verdict, group.here_verdict
         rows.append({"paper": paper,
                      "claims": f"{len(group)}" + ("" if set(kinds.index) == {"measurement"} else
                                                   f" ({', '.join(f'{n} {k}' for k, n in kinds.items())})"),
-                     "reference: held / missed / no run": f"{(ref == 'reproduced').sum()} / "
-                                                         f"{(ref == 'not-reproduced').sum()} / {(ref == 'no-reference').sum()}",
-                     "here: held / missed / smoke / not run": f"{(here == 'reproduced').sum()} / "
-                                                              f"{(here == 'not-reproduced').sum()} / {(here == 'smoke').sum()} / "
-                                                              f"{(here == 'not-run-here').sum()}",
-                     "pending": int((here == "pending").sum()),
+                     "reference machine": count_cell(group.reference_verdict, (*JUDGED, "no-reference")),
+                     "here": count_cell(group.here_verdict, (*JUDGED, "smoke", "not-run-here")),
+                     "pending": count_cell(group.here_verdict, ("pending",)),
                      "reference hardware": ", ".join(sorted({machine_name(h) for h in group.reference_hardware if h}))
                                            or "-"})
     return pd.DataFrame(rows)
@@ -294,7 +370,7 @@ def totals(runs: dict[str, dict]) -> str:
 
 
 COMMANDS = [("make", "set up .venv, then the whole DAG: paper scale with a CUDA GPU, smoke scale without"),
-            ("make test", "the tests; writes results/tests/junit.xml, which this report reads"),
+            ("make test", "the tests; writes their JUnit XML, which this report reads"),
             ("python -m repro.pipeline.run experiment=<paper>/<name> scale=paper", "one experiment by hand (Hydra)"),
             ("snakemake --cores all results/figures/<paper>/<name>.png", "one figure and only what it needs"),
             ("snakemake --cores all results/claims/report.html", "this report"),

@@ -11,12 +11,10 @@ from pathlib import Path
 import pandas as pd
 
 from repro.report import chart as claims_chart
-from repro.report.claims import tally
 from repro.pipeline.provenance import git_state
-from repro.report.content import (COMMANDS, LABELS, Context, by_reference_machine, ceiling_label, cost, fmt_value,
-                                  figure_key, figure_source, miss_label, misses_line, paper_page, per_paper,
-                                  provenance_items, provenance_line, runs_rows, split_note, summary_lines, totals,
-                                  verdict_label)
+from repro.report.content import (COMMANDS, Card, Context, cards, ceiling_label, cost, fmt_value, figure_key,
+                                  figure_source, miss_label, paper_page, per_paper, provenance_items, provenance_line,
+                                  runs_rows, split_note, totals, verdict_label)
 
 THUMB_SIZE = (360, 250)  # px, the most a thumbnail spans: about 5-10 kB each
 
@@ -39,7 +37,10 @@ h1{margin:0 0 .2em}h2{margin-top:1.6em;border-bottom:1px solid #ddd;padding-bott
 .sub{color:#555;margin:0 0 1em}.cards{display:flex;gap:1em;flex-wrap:wrap}
 .card{flex:1 1 420px;border:1px solid #ccc;border-radius:6px;padding:.6em 1em;background:#fafafa}
 .card h2{border:0;margin:.1em 0;font-size:1.05em}.big{font-size:1.6em;margin:.1em 0}
-.card p{margin:.3em 0}.bar{display:flex;height:12px;border-radius:3px;overflow:hidden;margin:.4em 0}
+.card p{margin:.3em 0}.bar{display:flex;height:12px;border-radius:3px;overflow:hidden;margin:.4em 0;background:#eee}
+.legend{list-style:none;padding:0;margin:.2em 0;display:flex;flex-wrap:wrap;gap:.3em 1.2em;font-size:12.5px}
+.legend li::before{content:"";display:inline-block;width:.9em;height:.9em;border-radius:2px;margin-right:.35em;
+vertical-align:-.1em;background:var(--swatch)}
 table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top;text-align:left}
 th{background:#f0f0f0}.num{text-align:right}small,.small{color:#555;font-size:11.5px}
 .pill{display:inline-block;border-radius:9px;padding:0 7px;font-size:11.5px;white-space:nowrap;margin:1px 0}
@@ -64,29 +65,18 @@ def _pill(verdict: str, kind: str, side: str) -> str:
             f'{E(verdict_label(verdict, kind))}</span>')
 
 
-def _bar(counts: list[tuple[int, str]]) -> str:
-    total = sum(n for n, _ in counts) or 1
-    colours = {"reproduced": "#5cb85c", "not-reproduced": "#d9534f", "inconclusive": "#f5a35c", "smoke": "#5bc0de",
-               "not-run-here": "#f0ad4e",
-               "no-reference": "#bbb", "pending": "#ddd"}
-    return '<div class="bar">' + "".join(
-        f'<span style="width:{100 * n / total:.2f}%;background:{colours[v]}" title="{n} {E(LABELS[v])}"></span>'
-        for n, v in counts if n) + "</div>"
-
-
-CARD_ORDER = ("reproduced", "not-reproduced", "inconclusive", "smoke", "not-run-here", "no-reference", "pending")
-
-
-def _card(title: str, line: str, t: dict, side: str, machines: list[tuple[str, int, int]] = (), misses: str = "") -> str:
-    """One side's headline: how many claims hold of all (and on each machine), a bar of the verdicts,
-    the counts' sentence."""
-    counts = [(t.get(v, 0) + t.get(f"model {v}", 0), v) for v in CARD_ORDER]
-    total = sum(n for n, _ in counts)
-    each = " \u00b7 ".join(f"<b>{held}</b> of {held + missed} hold on the {E(name)}" for name, held, missed in machines)
-    return (f'<div class="card" id="verdicts-{side}"><h2>{E(title)}</h2>'
-            f'<p class="big"><b>{counts[0][0]}</b> of {total} claims hold</p>{_bar(counts)}'
-            + (f"<p>{each}</p>" if len(machines) > 1 else "") + f'<p class="small">{E(line)}</p>'
-            + (f'<p class="small" id="misses-{side}">{E(misses)}</p>' if misses else "") + "</div>")
+def _card(card: Card) -> str:
+    """One side's headline (``count`` of ``total``, one denominator), a bar of its parts with a legend
+    naming each part's count, and the lines under it."""
+    total = card.total or 1
+    legend = card.legend()
+    bar = "".join(f'<span style="width:{100 * n / total:.2f}%;background:{colour}" title="{n} {E(label)}"></span>'
+                  for n, label, colour in legend if n)
+    keys = "".join(f'<li style="--swatch:{colour}">{n} {E(label)}</li>' for n, label, colour in legend)
+    return (f'<div class="card" id="verdicts-{card.side}"><h2>{E(card.title)}</h2>'
+            f'<p class="big"><b>{card.count}</b> of {card.total} {E(card.what)}</p>'
+            f'<div class="bar">{bar}</div><ul class="legend" id="legend-{card.side}">{keys}</ul>'
+            + "".join(f'<p class="small">{E(line)}</p>' for line in card.lines) + "</div>")
 
 
 def _record_link(ctx: Context, path: str, text: str, record_id: str) -> str:
@@ -199,7 +189,7 @@ def _run_cell(ctx: Context, run: dict | None) -> str:
 def _tests_html(ctx: Context) -> str:
     t = ctx.tests
     if t is None:
-        return "<p>No test results: <code>make test</code> writes results/tests/junit.xml.</p>"
+        return "<p>No test results: <code>make test</code> writes the JUnit XML this section reads.</p>"
     folders = pd.DataFrame([{"tests/": k, "passed": c["passed"], "failed": c["failed"], "skipped": c["skipped"]}
                             for k, c in sorted(t.by_folder.items())])
     reasons = "".join(f"<li>{n} \u00d7 {E(m)}</li>" for m, n in t.skip_reasons.most_common(6))
@@ -220,6 +210,7 @@ def _artifact_html(ctx: Context) -> str:
     return (f'<h3>ACM badges: the evidence in this run</h3><table class="badge" id="badges"><tr><th>badge</th>'
             f'<th>evidence</th><th>missing</th></tr>{badges}</table>'
             f'<h3>Commands</h3><table id="commands">{commands}</table>'
+            + (f'<p id="screenshot">{E(ctx.screenshot)}</p>' if ctx.screenshot else "") +
             f'<h3>Tests</h3>{_tests_html(ctx)}'
             f'<h3>Each experiment: time, disk, provenance</h3><p class="small">Reference machine: '
             f'{E(totals(ctx.reference_runs))}. Here: {E(totals(ctx.here_runs))}. Time is the record\'s '
@@ -228,25 +219,21 @@ def _artifact_html(ctx: Context) -> str:
 
 
 def to_html(ctx: Context, chart: bytes) -> str:
-    ref_line, here_line = summary_lines(ctx)
     df = ctx.df
     glance = per_paper(df)
     chart_img = base64.b64encode(chart).decode()
     commit = git_state()["commit"][:7]
-    machines = by_reference_machine(df)
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1"><title>repro claims report</title>
 <style>{CSS}</style></head><body>
 <h1>Claims report</h1>
 <p class="sub">{len(df)} claims of {df.paper.nunique()} papers, each judged on the reference machines (the
 committed paper-scale runs) and here (this machine's run). Built at commit <code>{E(commit)}</code>.</p>
-<div class="cards" id="summary">{_card("On the reference machine" + ("s" if len(machines) > 1 else ""), ref_line,
-                                       tally(df, "reference"), "reference", machines, misses_line(df))}
-{_card("Here", here_line, tally(df, "here"), "here", misses=misses_line(df, "here") if any(df.here_miss) else "")}</div>
+<div class="cards" id="summary">{"".join(_card(card) for card in cards(ctx))}</div>
 <h2 id="glance">At a glance</h2>
 <div class="glance"><div>{_table(glance, "per-paper")}<p class="small">held: every condition of the claim
-holds; missed: one does not; no run: no committed reference run; smoke: ran here at the smoke scale (not
-judged against a paper-scale target).</p></div>
+holds; missed: one does not; no committed run: no paper-scale run committed for it; smoke run: ran here at
+the smoke scale (not judged against a paper-scale target); pending: not implemented yet.</p></div>
 <div><img id="chart" src="data:image/png;base64,{chart_img}" alt="every claim against its target"
 width="760"><p class="small">{E(claims_chart.CAPTION)}</p></div></div>
 <h2 id="claims">Claims</h2>{_claims_table(ctx)}

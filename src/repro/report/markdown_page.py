@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from repro.report import chart as claims_chart
-from repro.report.content import (COMMANDS, Context, ceiling_label, cost, fmt_value, miss_label, misses_line, per_paper,
-                                  provenance_line, runs_rows, split_note, summary_lines, totals, verdict_label)
+from repro.report.content import (COMMANDS, Context, cards, ceiling_label, cost, fmt_value, miss_label, per_paper,
+                                  provenance_line, runs_rows, split_note, totals, verdict_label)
 
 
 def _md(x) -> str:
@@ -32,11 +32,14 @@ def _md_side(ctx: Context, r, side: str) -> str:
 
 
 def to_markdown(ctx: Context) -> str:
-    ref_line, here_line = summary_lines(ctx)
     df = ctx.df
-    misses = [misses_line(df)] + ([misses_line(df, "here")] if any(df.here_miss) else [])
-    lines = ["# Claims report", "", f"{len(df)} claims of {df.paper.nunique()} papers.", "", f"- {ref_line}",
-             f"- {here_line}", *[f"- {m}" for m in misses], "", "## At a glance", "", *_md_table(per_paper(df)), "",
+    summary = []
+    for card in cards(ctx):
+        summary += [f"**{card.title}: {card.headline}** ("
+                    + ", ".join(f"{n} {label}" for n, label, _ in card.legend()) + ")", ""]
+        summary += [f"- {line}" for line in card.lines] + [""]
+    lines = ["# Claims report", "", f"{len(df)} claims of {df.paper.nunique()} papers.", "", *summary,
+             "## At a glance", "", *_md_table(per_paper(df)), "",
              "![every claim against its target](claims_chart.png)", "", claims_chart.CAPTION, "", "## Claims", ""]
     lines += _md_table(pd.DataFrame([{"claim": f"**{r.claim_id}**" + (" (model)" if r.kind == "model" else ""),
                                       "target": f"{r.target} {r.unit}",
@@ -61,10 +64,12 @@ def to_markdown(ctx: Context) -> str:
     for b in ctx.badges:
         lines += [f"- **{b.name}**"] + [f"  - {_md(x)}" for x in b.evidence] + [f"  - missing: {_md(x)}" for x in b.missing]
     lines += ["", "### Commands", ""] + [f"- `{c}`: {w}" for c, w in COMMANDS]
+    if ctx.screenshot:
+        lines += ["", ctx.screenshot]
     t = ctx.tests
     lines += ["", "### Tests", "", (f"{t.passed} passed, {t.failed} failed, {t.skipped} skipped of {t.tests} "
                                     f"({t.when} UTC, {t.seconds:.0f} s; {ctx.rel(t.path)})" if t else
-                                    "No test results: `make test` writes results/tests/junit.xml.")]
+                                    "No test results: `make test` writes the JUnit XML this section reads.")]
     if t:
         lines += [f"- failed: `{f}`" for f in t.failures[:20]] + \
                  [f"- skipped {n}x: {m}" for m, n in t.skip_reasons.most_common(6)]

@@ -12,11 +12,13 @@ experiment's time, disk and provenance.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pandas as pd
 
-from repro.report import artifact, chart as claims_chart, html_page as report_html, markdown_page as report_markdown
+from repro import layout
+from repro.report import artifact, browser, chart as claims_chart, html_page as report_html, markdown_page as report_markdown
 from repro.atomic import atomic_write
 from repro.report.claims import CSV_COLUMNS, load_mlflow_runs
 from repro.faults import kill_point
@@ -38,9 +40,11 @@ def default_figures(results: Path, reference_root: Path) -> list[Path]:
 
 
 def write(df: pd.DataFrame, out: Path, figures: list[Path], results: Path, reference_root: Path,
-          junit: Path | None = None, config_root: Path | None = None) -> Path:
+          junit: Path | None = None, config_root: Path | None = None, screenshot: Path | None = None) -> Path:
     """Write claims.csv, claims_chart.png, report.md and report.html to ``out``; returns the page's path.
-    ``config_root`` holds the experiment files (the repository's config by default)."""
+    ``config_root`` holds the experiment files (the repository's config by default). ``screenshot``:
+    also a PNG of the page as headless Chromium shows it there; both pages say where it is, or why
+    there is none (and an earlier one is removed, so that no stale picture stays beside the page)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "claims.csv", df[CSV_COLUMNS].to_csv(index=False))
@@ -51,9 +55,29 @@ def write(df: pd.DataFrame, out: Path, figures: list[Path], results: Path, refer
     uri, runs = load_mlflow_runs(results)
     ctx = Context(df=df, out=out, figures=[Path(f) for f in figures], here_runs=here_runs, reference_runs=ref_runs,
                   tests=tests, badges=artifact.badges(df, here_runs, ref_runs, tests, reference_root),
-                  mlflow_uri=uri, mlflow_runs=runs, results=Path(results))
+                  mlflow_uri=uri, mlflow_runs=runs, results=Path(results),
+                  experiments=layout.experiment_names(config_root))
     chart = claims_chart.png(df)
     atomic_write(out / "claims_chart.png", lambda fh: fh.write(chart))
-    atomic_write_text(out / "report.md", report_markdown.to_markdown(ctx))
-    atomic_write_text(out / "report.html", report_html.to_html(ctx, chart))
-    return out / "report.html"
+    page = out / "report.html"
+
+    def pages(screenshot_line: str) -> None:
+        ctx.screenshot = screenshot_line
+        atomic_write_text(out / "report.md", report_markdown.to_markdown(ctx))
+        atomic_write_text(page, report_html.to_html(ctx, chart))
+
+    if screenshot is None:
+        pages("")
+        return page
+    shot = Path(screenshot)
+    shot.unlink(missing_ok=True)
+    name = ctx.rel(shot)
+    if browser.chromium() is None:
+        pages(f"No screenshot ({name}): chromium is not installed (apt-get install -y chromium).")
+        return page
+    pages(f"Screenshot: {name}, this page as headless Chromium shows it.")
+    try:
+        browser.screenshot(page, shot)
+    except (browser.BrowserError, subprocess.TimeoutExpired) as exc:
+        pages(f"No screenshot ({name}): {exc}".rstrip(".") + ".")
+    return page
