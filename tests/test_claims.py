@@ -1,6 +1,7 @@
 """The claims ledger and the verdict logic."""
 
 import json
+import math
 import re
 
 import pytest
@@ -514,3 +515,163 @@ def test_every_measured_claim_names_its_ceiling_or_why_there_is_none():
     for claim in claims.load_ledger(REPO / "config" / "claims"):
         if claim.get("metric"):
             assert "ceiling" in claim, f"{claim['id']}: no ceiling (name one, or say none: <why>)"
+
+
+# --- table statistics: a claim's value computed from a run's own table (issue 41) ---------------------
+
+POINTS = "kind,dtype,speedup,gbps_ours,gbps_cublas,frac\n" + "\n".join([
+    "r,float32,1.0,110,100,0.5",
+    "r,float32,4.0,300,200,0.25",
+    "r,float64,2.0,90,100,1.0",
+    "l,float32,9.0,100,100,0.1",
+]) + "\n"
+
+
+def _table_run(root, points=POINTS, metrics=None):
+    _write(root, "k", "a", metrics or {"speedup": 1.0})
+    (root / "k" / "a" / "points.csv").write_text(points)
+    return records.read(root / "k" / "a")
+
+
+@pytest.mark.parametrize("stat,where,expected", [
+    ("mean", {"kind": "r", "dtype": "float32"}, 2.5),
+    ("geomean", {"kind": "r", "dtype": "float32"}, 2.0),
+    ("min", {"kind": "r"}, 1.0),
+    ("max", None, 9.0),
+    ("median", {"kind": "r"}, 2.0),
+    ("mean", {"dtype": "float64"}, 2.0),
+])
+def test_a_table_statistic_is_computed_from_the_runs_own_rows(tmp_path, stat, where, expected):
+    rec = _table_run(tmp_path)
+    cond = {"experiment": "k/a", "table": "points.csv", "column": "speedup", "stat": stat} | (
+        {"where": where} if where else {})
+    value, why = claims.source_value(rec, cond)
+    assert why == "" and value == pytest.approx(expected)
+
+
+def test_a_table_ratio_and_minus(tmp_path):
+    rec = _table_run(tmp_path)
+    gain = {"experiment": "k/a", "table": "points.csv", "ratio": ["gbps_ours", "gbps_cublas"], "minus": 1,
+            "stat": "mean", "where": {"kind": "r"}}
+    assert claims.source_value(rec, gain) == (pytest.approx((0.1 + 0.5 - 0.1) / 3), "")
+    inverse = {"experiment": "k/a", "table": "points.csv", "ratio": [1, "frac"], "stat": "max"}
+    assert claims.source_value(rec, inverse) == (pytest.approx(10.0), "")
+    assert claims.label(gain) == "mean of points.csv:gbps_ours/gbps_cublas - 1 (kind=r)"
+    # a geomean over a value <= 0 has no value
+    assert math.isnan(claims.source_value(rec, {**gain, "stat": "geomean"})[0])
+
+
+def test_a_missing_table_column_or_row_says_so(tmp_path):
+    rec = _table_run(tmp_path)
+    base = {"experiment": "k/a", "table": "points.csv", "column": "speedup", "stat": "mean"}
+    assert claims.source_value(rec, {**base, "table": "other.csv"}) == (None, "has no table other.csv")
+    assert claims.source_value(rec, {**base, "column": "nope"}) == (None, "has no column 'nope' in points.csv")
+    assert claims.source_value(rec, {**base, "where": {"colour": "red"}})[1] == "has no column 'colour' in points.csv"
+    assert claims.source_value(rec, {**base, "where": {"kind": "z"}}) == (None, "has no rows in points.csv where kind=z")
+    nan = _table_run(tmp_path / "n", points="speedup,kind\n1.0,r\n,r\n")
+    assert math.isnan(claims.source_value(nan, base)[0])
+
+
+def _stat_ledger(tmp_path, **fields):
+    claim = dict(id="t.mean", paper="P", statement="s", paper_value=2.0, unit="x", target=2.0, direction=">=",
+                 metric={"experiment": "k/a", "table": "points.csv", "column": "speedup", "stat": "mean",
+                         "where": {"kind": "r"}},
+                 ceiling={"experiment": "k/a", "table": "points.csv", "ratio": [1, "frac"], "stat": "mean",
+                          "where": {"kind": "r"}, "note": "a kernel at the copy rate on every point"}) | fields
+    return _ceiling_ledger(tmp_path, [claim])
+
+
+def test_a_claim_on_a_table_statistic_is_judged_on_both_sides(tmp_path):
+    """The headline, an also-condition and the ceiling read as table statistics: the reference side
+    from the committed run's table, the here side from this machine's; the details show the statistic."""
+    ledger, config = _stat_ledger(tmp_path, also=[{"experiment": "k/a", "table": "points.csv", "column": "speedup",
+                                                   "stat": "min", "target": 1.0, "direction": ">="}])
+    results, ref = tmp_path / "results", tmp_path / "reference"
+    _table_run(ref / "nvidia-h200")
+    _table_run(results, points=POINTS.replace("r,float32,4.0", "r,float32,2.5"))
+    row = claims.build(ledger, results, ref, config).set_index("claim_id").loc["t.mean"]
+    assert (row.reference_verdict, row.reference_measured) == ("reproduced", "2.33333")
+    assert "headline mean of points.csv:speedup (kind=r) = 2.333 (>= 2: holds)" in row.reference_details
+    assert "also min of points.csv:speedup = 1 (>= 1: holds)" in row.reference_details
+    assert row.reference_ceiling == "2.33333"  # mean of 1/frac over the kind=r rows: (2 + 4 + 1) / 3
+    assert any(d.startswith("ceiling: 2.333 (mean of points.csv:1/frac (kind=r) of k/a") for d in row.reference_details)
+    assert (row.here_verdict, row.here_measured) == ("not-reproduced", "1.83333")
+    assert (row.here_miss, row.here_miss_text) == ("implementation", "0.786 of its ceiling")
+
+
+def test_a_reference_run_without_the_table_has_no_reference_value(tmp_path):
+    ledger, config = _stat_ledger(tmp_path)
+    ref = tmp_path / "reference"
+    _write(ref / "nvidia-h200", "k", "a", {"speedup": 1.0})  # no points.csv
+    row = claims.build(ledger, tmp_path / "results", ref, config).set_index("claim_id").loc["t.mean"]
+    assert row.reference_verdict == "no-reference"
+    assert any("k/a (c0ffee) has no table points.csv" in d for d in row.reference_details)
+    _table_run(ref / "nvidia-h200", points="kind,other\nr,1\n")
+    row = claims.build(ledger, tmp_path / "results", ref, config).set_index("claim_id").loc["t.mean"]
+    assert row.reference_verdict == "no-reference"
+    assert any("has no column 'speedup' in points.csv" in d for d in row.reference_details)
+
+
+def test_a_run_here_without_the_table_is_an_error_at_paper_scale_and_no_value_at_smoke(tmp_path):
+    ledger, config = _stat_ledger(tmp_path)
+    results = tmp_path / "results"
+    _write(results, "k", "a", {"speedup": 1.0})
+    with pytest.raises(claims.LedgerError, match=r"claim t.mean: run record .*k/a has no table points.csv"):
+        claims.build(ledger, results, tmp_path / "reference", config)
+    _write(results, "k", "a", {"speedup": 1.0}, scale="smoke")
+    row = claims.build(ledger, results, tmp_path / "reference", config).set_index("claim_id").loc["t.mean"]
+    assert (row.here_verdict, row.here_measured) == ("smoke", "")
+    (results / "k" / "a" / "points.csv").write_text(POINTS)
+    row = claims.build(ledger, results, tmp_path / "reference", config).set_index("claim_id").loc["t.mean"]
+    assert (row.here_verdict, row.here_measured) == ("smoke", "2.33333")
+    assert any(d.startswith("smoke-scale value here: mean of points.csv:speedup (kind=r) = 2.333") for d in row.here_details)
+
+
+@pytest.mark.parametrize("metric,problem", [
+    ({"experiment": "k/a", "table": "points.csv", "column": "speedup"}, "stat must be one of"),
+    ({"experiment": "k/a", "table": "points.csv", "column": "speedup", "stat": "mode"}, "stat must be one of"),
+    ({"experiment": "k/a", "table": "points.csv", "stat": "mean"}, "a table statistic needs exactly one of column and ratio"),
+    ({"experiment": "k/a", "table": "points.csv", "column": "s", "ratio": ["a", "b"], "stat": "mean"},
+     "a table statistic needs exactly one of column and ratio"),
+    ({"experiment": "k/a", "table": "points.csv", "ratio": ["a"], "stat": "mean"}, "ratio must be"),
+    ({"experiment": "k/a", "table": "points.csv", "ratio": [1, 2], "stat": "mean"}, "ratio must be"),
+    ({"experiment": "k/a", "table": "points", "column": "s", "stat": "mean"}, "table must be the file name"),
+    ({"experiment": "k/a", "table": "points.csv", "column": "s", "stat": "mean", "where": "kind=r"}, "where must be"),
+    ({"experiment": "k/a", "table": "points.csv", "column": "s", "stat": "mean", "minus": "one"}, "minus must be"),
+    ({"experiment": "k/a", "table": "points.csv", "column": "s", "stat": "mean", "colour": 1}, "unknown field"),
+    ({"experiment": "k/a", "key": "s", "stat": "mean"}, r"unknown field\(s\) \['stat'\] beside key"),
+    ({"experiment": "k/a"}, "needs key"),
+    ({"experiment": "a", "key": "s"}, "experiment must be"),
+])
+def test_a_malformed_table_statistic_is_named_with_its_claim(tmp_path, metric, problem):
+    ledger, _ = _stat_ledger(tmp_path, metric=metric)
+    with pytest.raises(claims.LedgerError, match=rf"claim #1 \(t.mean\): metric must be .*: {problem}"):
+        claims.load_ledger(ledger)
+    ledger, _ = _stat_ledger(tmp_path, also=[{**metric, "target": 1, "direction": ">="}])
+    with pytest.raises(claims.LedgerError, match=rf"claim #1 \(t.mean\): also #1 must be .*: {problem}"):
+        claims.load_ledger(ledger)
+    ledger, _ = _stat_ledger(tmp_path, ceiling={**metric, "note": "n"})
+    with pytest.raises(claims.LedgerError, match=r"claim #1 \(t.mean\): ceiling must be .*" + problem):
+        claims.load_ledger(ledger)
+
+
+def test_an_also_condition_needs_its_target_and_direction(tmp_path):
+    ledger, _ = _stat_ledger(tmp_path, also=[{"experiment": "k/a", "key": "s", "target": 1}])
+    with pytest.raises(claims.LedgerError, match=r"also #1 must be .*missing \['direction'\]"):
+        claims.load_ledger(ledger)
+
+
+def test_a_target_other_than_the_papers_value_gives_its_reason(tmp_path):
+    ledger, _ = _stat_ledger(tmp_path, target=1.5)
+    assert claims.unexplained_targets(claims.load_ledger(ledger)) == ["t.mean"]
+    ledger, _ = _stat_ledger(tmp_path, target=1.5, target_reason="a fixed baseline of today")
+    assert claims.unexplained_targets(claims.load_ledger(ledger)) == []
+    ledger, _ = _stat_ledger(tmp_path, paper_value=None, target=1.5)  # no paper value to sit at
+    assert claims.unexplained_targets(claims.load_ledger(ledger)) == []
+    for bad in ("", "two\nlines", 3):
+        ledger, _ = _stat_ledger(tmp_path, target=1.5, target_reason=bad)
+        with pytest.raises(claims.LedgerError, match=r"claim #1 \(t.mean\): target_reason must be one line"):
+            claims.load_ledger(ledger)
+    ledger, _ = _stat_ledger(tmp_path, target_reason="stale")
+    with pytest.raises(claims.LedgerError, match=r"target_reason given, but the target is the paper's value"):
+        claims.load_ledger(ledger)

@@ -57,10 +57,20 @@ JUDGED = ("reproduced", "not-reproduced", "inconclusive")  # verdicts that have 
 MISS_KINDS = ("implementation", "ceiling-below-target", "no-ceiling")
 MISS_LABELS = {"implementation": "implementation short of its ceiling", "ceiling-below-target": "ceiling below the target",
                "no-ceiling": "no ceiling measured"}
-CLAIM_FIELDS = {"id", "paper", "statement", "paper_value", "paper_unit", "unit", "target", "direction", "metric", "spread",
-                "also", "needs", "kind", "timing", "ceiling", "note"}
-CEILING_FORM = ("{experiment: <paper>/<name>, key: <metric>, note: <what bounds what, one line>} or "
-                "{none: <why no ceiling can be measured>}")
+CLAIM_FIELDS = {"id", "paper", "statement", "paper_value", "paper_unit", "unit", "target", "target_reason", "direction",
+                "metric", "spread", "also", "needs", "kind", "timing", "ceiling", "note"}
+# A value a claim reads from a run (its metric, an also-condition, its ceiling): a metric of the run's
+# record ({experiment, key}) or a statistic over the rows of one of the run's tables, computed when
+# the report is made ({experiment, table, column or ratio, stat, where, minus}; table_value).
+STATS = {"mean": lambda v: float(v.mean()), "median": lambda v: float(v.median()), "min": lambda v: float(v.min()),
+         "max": lambda v: float(v.max()),
+         "geomean": lambda v: float(math.exp(v.map(math.log).mean())) if (v > 0).all() else math.nan}
+TABLE_FIELDS = {"table", "column", "ratio", "stat", "where", "minus"}
+SOURCE_FORM = ("{experiment: <paper>/<name>, key: <metric>} or {experiment: <paper>/<name>, table: <name>.csv, "
+               "column: <column> (or ratio: [<column or number>, <column or number>]), stat: "
+               f"{'|'.join(STATS)}, where: {{<column>: <value>, ...}} (optional), minus: <number> (optional)}}")
+CEILING_FORM = ("{experiment: <paper>/<name>, key: <metric> (or a table statistic: table, column or ratio, stat, "
+                "where, minus), note: <what bounds what, one line>} or {none: <why no ceiling can be measured>}")
 REQUIRED = {"id", "paper", "statement", "paper_value", "unit", "target", "direction"}
 NEEDS = re.compile(r"^(cpu|gpu\d*)$")
 OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
@@ -108,9 +118,20 @@ def load_ledger(path: Path) -> list[dict]:
             if c["id"] in seen:
                 raise LedgerError(f"{where}: duplicate id (also in {seen[c['id']]})")
             seen[c["id"]] = file
-            for cond in [c.get("metric")] + list(c.get("also") or []):
-                if cond is not None and not {"experiment", "key"} <= set(cond):
-                    raise LedgerError(f"{where}: metric conditions need 'experiment' and 'key'")
+            if c.get("metric") is not None:
+                _check_source(c["metric"], f"{where}: metric", set())
+            for j, cond in enumerate(c.get("also") or []):
+                _check_source(cond, f"{where}: also #{j + 1}", {"target", "direction"})
+                if cond["direction"] not in OPS:
+                    raise LedgerError(f"{where}: also #{j + 1}: direction must be one of {list(OPS)}")
+            if "target_reason" in c:
+                reason = c["target_reason"]
+                if not (isinstance(reason, str) and reason.strip() and "\n" not in reason.strip()):
+                    raise LedgerError(f"{where}: target_reason must be one line of text (why the target is not "
+                                      f"the paper's value), got {reason!r}")
+                if _is_number(c["paper_value"]) and c["target"] == c["paper_value"]:
+                    raise LedgerError(f"{where}: target_reason given, but the target is the paper's value "
+                                      f"({_fmt(c['paper_value'])})")
             if "needs" in c and not NEEDS.match(str(c["needs"])):
                 raise LedgerError(f"{where}: needs must be cpu, gpu or gpu<N>, got {c['needs']!r}")
             if "spread" in c and not (isinstance(c["spread"], dict) and set(c["spread"]) == {"repeats"}
@@ -128,15 +149,129 @@ def load_ledger(path: Path) -> list[dict]:
     return claims
 
 
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def unexplained_targets(ledger: list[dict]) -> list[str]:
+    """The claims whose target is not the paper's value and whose ledger entry gives no target_reason
+    (a claim with no paper value, paper_value null, has no value to sit at)."""
+    return [c["id"] for c in ledger if _is_number(c["paper_value"]) and c["target"] != c["paper_value"]
+            and not c.get("target_reason")]
+
+
+def _text(v) -> bool:
+    return isinstance(v, str) and v.strip() != ""
+
+
+def _source_problem(cond, extra: set[str]) -> str:
+    """What is wrong with a value's source (SOURCE_FORM) beside the fields ``extra``; "" if nothing."""
+    if not isinstance(cond, dict):
+        return "not a mapping"
+    if not (_text(cond.get("experiment")) and re.fullmatch(r"[^/\s]+/[^\s]+", cond["experiment"])):
+        return "experiment must be <paper>/<name>"
+    if missing := extra - set(cond):
+        return f"missing {sorted(missing)}"
+    if "key" in cond:
+        if unknown := set(cond) - {"experiment", "key"} - extra:
+            return f"unknown field(s) {sorted(unknown)} beside key (a table statistic has no key)"
+        return "" if _text(cond["key"]) else "key must be a metric's name"
+    if "table" not in cond:
+        return "needs key (a record's metric) or table (a statistic of one of the run's tables)"
+    if unknown := set(cond) - {"experiment"} - TABLE_FIELDS - extra:
+        return f"unknown field(s) {sorted(unknown)}"
+    if not (_text(cond["table"]) and cond["table"].endswith(".csv") and "/" not in cond["table"]):
+        return f"table must be the file name of one of the run's tables (<name>.csv), got {cond['table']!r}"
+    if ("column" in cond) == ("ratio" in cond):
+        return "a table statistic needs exactly one of column and ratio"
+    if "column" in cond and not _text(cond["column"]):
+        return "column must be a column's name"
+    if "ratio" in cond and not (isinstance(cond["ratio"], list) and len(cond["ratio"]) == 2
+                                and all(_text(x) or _is_number(x) for x in cond["ratio"])
+                                and any(_text(x) for x in cond["ratio"])):
+        return "ratio must be [<numerator>, <denominator>], each a column or a number, at least one a column"
+    if cond.get("stat") not in STATS:
+        return f"stat must be one of {list(STATS)}, got {cond.get('stat')!r}"
+    if "where" in cond and not (isinstance(cond["where"], dict) and cond["where"]
+                                and all(_text(k) and isinstance(v, (str, int, float, bool))
+                                        for k, v in cond["where"].items())):
+        return "where must be {<column>: <value>, ...} (rows whose columns equal those values)"
+    if "minus" in cond and not _is_number(cond["minus"]):
+        return "minus must be a number"
+    return ""
+
+
+def _check_source(cond, where: str, extra: set[str]) -> None:
+    if problem := _source_problem(cond, extra):
+        raise LedgerError(f"{where} must be {SOURCE_FORM}" + (f" with {', '.join(sorted(extra))}" if extra else "")
+                          + f": {problem}, got {cond!r}")
+
+
 def _check_ceiling(ceiling, where: str) -> None:
-    """A ledger's ceiling: a record's metric with the line that says what it bounds, or why there is none."""
-    text = lambda v: isinstance(v, str) and v.strip() != ""  # noqa: E731
-    if isinstance(ceiling, dict) and set(ceiling) == {"none"} and text(ceiling["none"]):
+    """A ledger's ceiling: a run's value (SOURCE_FORM) with the line that says what it bounds, or why there is none."""
+    if isinstance(ceiling, dict) and set(ceiling) == {"none"} and _text(ceiling["none"]):
         return
-    if isinstance(ceiling, dict) and set(ceiling) == {"experiment", "key", "note"} and all(map(text, ceiling.values())) \
-            and re.fullmatch(r"[^/\s]+/[^\s]+", ceiling["experiment"]):
+    if isinstance(ceiling, dict) and "none" not in ceiling and _text(ceiling.get("note")) \
+            and not _source_problem(ceiling, {"note"}):
         return
-    raise LedgerError(f"{where}: ceiling must be {CEILING_FORM}, got {ceiling!r}")
+    problem = _source_problem(ceiling, {"note"}) if isinstance(ceiling, dict) and "none" not in ceiling else ""
+    raise LedgerError(f"{where}: ceiling must be {CEILING_FORM}" + (f" ({problem})" if problem else "")
+                      + f", got {ceiling!r}")
+
+
+def label(cond: dict) -> str:
+    """What a condition reads, in a few words: the metric's key, or the table statistic
+    ("mean of points.csv:speedup (dtype=float32)")."""
+    if "key" in cond:
+        return cond["key"]
+    what = (cond["column"] if "column" in cond else "/".join(_fmt(x) for x in cond["ratio"]))
+    what = f"{what} - {_fmt(cond['minus'])}" if cond.get("minus") else what
+    where = ", ".join(f"{k}={v}" for k, v in (cond.get("where") or {}).items())
+    return f"{cond['stat']} of {cond['table']}:{what}" + (f" ({where})" if where else "")
+
+
+_TABLES: dict[tuple[str, float], pd.DataFrame] = {}
+
+
+def _table(path: Path) -> pd.DataFrame:
+    key = (str(path), path.stat().st_mtime)
+    if key not in _TABLES:
+        _TABLES[key] = pd.read_csv(path)
+    return _TABLES[key]
+
+
+def table_value(run_dir: Path, cond: dict) -> tuple[float | None, str]:
+    """A table statistic (SOURCE_FORM) over the rows of one of a run's tables: (value, "") or (None,
+    why there is none: no such table, column or rows). NaN where a value it reads is NaN (a
+    statistic over part of the rows would misstate) or a geomean meets a value <= 0."""
+    path = Path(run_dir) / cond["table"]
+    if not path.is_file():
+        return None, f"has no table {cond['table']}"
+    df = _table(path)
+    needed = [*(cond.get("where") or {}), *([cond["column"]] if "column" in cond else
+                                            [x for x in cond["ratio"] if isinstance(x, str)])]
+    if missing := [c for c in dict.fromkeys(needed) if c not in df.columns]:
+        return None, f"has no column {', '.join(map(repr, missing))} in {cond['table']}"
+    for col, want in (cond.get("where") or {}).items():
+        df = df[df[col] == want]
+    if df.empty:
+        return None, f"has no rows in {cond['table']} where " + ", ".join(f"{k}={v}" for k, v in cond["where"].items())
+    part = lambda x: df[x].astype(float) if isinstance(x, str) else float(x)  # noqa: E731
+    values = part(cond["column"]) if "column" in cond else part(cond["ratio"][0]) / part(cond["ratio"][1])
+    values = pd.Series(values, index=df.index, dtype=float) - float(cond.get("minus", 0))
+    if values.isna().any():
+        return math.nan, ""
+    return STATS[cond["stat"]](values), ""
+
+
+def source_value(record: dict, cond: dict) -> tuple[float | None, str]:
+    """The value a condition reads from a run's record: its metric ``key``, or a statistic of one of
+    its tables (table_value); (None, why) where the run has none."""
+    if "key" in cond:
+        if cond["key"] not in record["metrics"]:
+            return None, f"has no metric {cond['key']!r}"
+        return record["metrics"][cond["key"]], ""
+    return table_value(Path(record["_dir"]), cond)
 
 
 def gpus_needed(experiment: str, root: Path | None = None, _seen: frozenset = frozenset()) -> int:
@@ -162,11 +297,12 @@ def needs_of(claim: dict, root: Path | None = None) -> str:
     return "cpu" if n == 0 else "gpu" if n == 1 else f"gpu{n}"
 
 
-def _value(record: dict, key: str, claim_id: str) -> float:
-    if key not in record["metrics"]:
-        raise LedgerError(f"claim {claim_id}: run record {record['_dir']} has no metric {key!r} "
-                          f"(it has {sorted(record['metrics'])})")
-    return record["metrics"][key]
+def _value(record: dict, cond: dict, claim_id: str) -> float:
+    value, why = source_value(record, cond)
+    if value is None:
+        raise LedgerError(f"claim {claim_id}: run record {record['_dir']} {why}" +
+                          (f" (it has {sorted(record['metrics'])})" if "key" in cond else ""))
+    return value
 
 
 def _record(root: Path, experiment: str) -> dict | None:
@@ -234,7 +370,7 @@ def _holds(cond: dict, value: float) -> bool:
 def _condition_text(cond: dict, value: float | None, holds: bool | None) -> str:
     shown = "no value" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.4g}"
     verdict = "" if holds is None else (": holds" if holds else ": misses")
-    return f"{cond['key']} = {shown} ({cond['direction']} {_fmt(cond['target'])}{verdict})"
+    return f"{label(cond)} = {shown} ({cond['direction']} {_fmt(cond['target'])}{verdict})"
 
 
 def _nan_notes(side: Side) -> list[str]:
@@ -242,17 +378,19 @@ def _nan_notes(side: Side) -> list[str]:
     notes = []
     for cond, value, _ in side.conditions:
         if isinstance(value, float) and math.isnan(value):
-            tag = (side.records[cond["experiment"]].get("tags") or {}).get(cond["key"])
-            notes.append(f"{cond['key']} has no value (NaN)" + (f": {tag}" if tag else ""))
+            tag = (side.records[cond["experiment"]].get("tags") or {}).get(cond.get("key", ""))
+            notes.append(f"{label(cond)} has no value (NaN)" + (f": {tag}" if tag else ""))
     return notes
 
 
 def _judged(claim: dict, recs: dict[str, dict], timing) -> Side:
     conds = _conditions(claim)
-    values = [(c, _value(recs[c["experiment"]], c["key"], claim["id"])) for c in conds]
+    values = [(c, _value(recs[c["experiment"]], c, claim["id"])) for c in conds]
     checked = [(c, v, _holds(c, v)) for c, v in values]
     side = Side("reproduced" if all(h for _, _, h in checked) else "not-reproduced", value=values[0][1],
                 records=recs, conditions=checked)
+    if "key" not in conds[0]:
+        side.details.append(f"headline {_condition_text(*checked[0])}")
     side.details += [f"also {_condition_text(*c)}" for c in checked[1:]]
     side.details += _nan_notes(side)
     if timing and (shared := shared_gpu(recs.values(), None if timing is True else timing)):
@@ -264,14 +402,14 @@ def spread_of(claim: dict, card_root: Path | None) -> tuple[list[float], list[st
     """The headline metric's values in the repeat runs the ledger names for the claim (``spread:
     repeats:``, folders below ``card_root``, the card's reference folder), and what is missing."""
     values, missing = [], []
-    key = claim["metric"]["key"]
     for rel in (claim.get("spread") or {}).get("repeats", []):
         path = Path(card_root or "") / rel
         rec = records.read(path) if card_root is not None and (path / records.RECORD_NAME).exists() else None
-        if rec is None or key not in rec["metrics"]:
+        value = source_value(rec, claim["metric"])[0] if rec is not None else None
+        if value is None:
             missing.append(rel)
         else:
-            values.append(float(rec["metrics"][key]))
+            values.append(float(value))
     return values, missing
 
 
@@ -360,16 +498,17 @@ def _apply_ceiling(claim: dict, side: Side, find) -> None:
     elif "none" in spec:
         why = spec["none"]
     else:
-        exp, key = spec["experiment"], spec["key"]
+        exp, key = spec["experiment"], label(spec)
         rec, why = find(exp)
         if rec is not None and not why and (why := _other_card(rec, side.records.values())):
             rec = None
         if rec is not None:
             where = f"{key} of {exp}, {record_path(rec)}"
-            if key not in rec["metrics"]:
-                why = f"the run of {exp} ({commit_of(rec, short=True)}) has no metric {key!r}"
-            elif _nan(v := rec["metrics"][key]):
-                tag = (rec.get("tags") or {}).get(key)
+            v, lacks = source_value(rec, spec)
+            if v is None:
+                why = f"the run of {exp} ({commit_of(rec, short=True)}) {lacks}"
+            elif _nan(v):
+                tag = (rec.get("tags") or {}).get(spec.get("key", ""))
                 why = f"{key} of {exp} has no value (NaN)" + (f": {tag}" if tag else "")
             else:
                 value = float(v)
@@ -386,7 +525,7 @@ def _apply_ceiling(claim: dict, side: Side, find) -> None:
         return
     headline_holds = side.conditions[0][2] if side.conditions else False
     if headline_holds:
-        missed = [c["key"] for c, _, holds in side.conditions[1:] if holds is False]
+        missed = [label(c) for c, _, holds in side.conditions[1:] if holds is False]
         side.miss, side.miss_text = "no-ceiling", f"the miss is in {', '.join(missed)}"
         text = (f"the headline value meets its target; the miss is in also-condition(s) {', '.join(missed)}, which "
                 "the headline's ceiling does not bound" + ("" if value is not None else f" (ceiling: {why})"))
@@ -493,8 +632,8 @@ def _reference_side_on(claim: dict, reference_root: Path, results: Path, config_
         return Side("no-reference", why="no committed reference run of " + ", ".join(missing) + (
             f" ({', '.join(cpu)}: a CPU step, which a paper-scale run here stands in for)" if cpu and len(cpu) < len(refs)
             else ""))
-    if lacking := [f"{c['experiment']} ({commit_of(refs[c['experiment']], short=True)}) has no metric {c['key']!r}"
-                   for c in _conditions(claim) if c["key"] not in refs[c["experiment"]]["metrics"]]:
+    if lacking := [f"{c['experiment']} ({commit_of(refs[c['experiment']], short=True)}) {why}"
+                   for c in _conditions(claim) if (why := source_value(refs[c["experiment"]], c)[1])]:
         # A committed run made by older code may lack a metric the ledger reads now (its code did not
         # compute it, or computes it only where a search found a value): no reference value, said so.
         return Side("no-reference", records=refs, why="the reference run of " + "; ".join(lacking) + (
@@ -525,21 +664,25 @@ def here_side(claim: dict, results: Path) -> Side:
         _apply_ceiling(claim, side, _here_ceiling(results, {"paper"}))
         return side
     conds = _conditions(claim)
-    values = [(c, *_smoke_value(local[c["experiment"]]["metrics"], c["key"])) for c in conds]
+    values = [(c, *_smoke_value(local[c["experiment"]], c)) for c in conds]
     scales = sorted({r["scale"] for r in local.values()})
     side = Side("smoke", value=values[0][1], records=local, conditions=[(c, v, None) for c, v, _ in values],
                 why=f"ran at {'/'.join(scales)} scale: a check of the code path, not judged against the "
                     "paper-scale target")
     side.details += [f"{'/'.join(scales)}-scale value here: {_condition_text(c, v, None)}"
-                     + (f" (an estimate: {ESTIMATE_PREFIX}{c['key']})" if estimated else "")
+                     + (f" (an estimate: {ESTIMATE_PREFIX}{c.get('key')})" if estimated else "")
                      for c, v, estimated in values if v is not None]
     return side
 
 
-def _smoke_value(metrics: dict, key: str) -> tuple[float | None, bool]:
-    """A smoke record's value of ``key`` and whether it is an estimate: an experiment that cannot
-    measure on the CPU records its model's estimate under ``est_<key>`` instead (SuperNeurons'
-    memory: the liveness estimate where no CUDA allocator measures), shown as such."""
+def _smoke_value(record: dict, cond: dict) -> tuple[float | None, bool]:
+    """A smoke record's value of a condition and whether it is an estimate: an experiment that cannot
+    measure on the CPU records its model's estimate of a metric ``key`` under ``est_<key>`` instead
+    (SuperNeurons' memory: the liveness estimate where no CUDA allocator measures), shown as such. A
+    table statistic comes from the smoke run's own table (None where it has none)."""
+    if "key" not in cond:
+        return source_value(record, cond)[0], False
+    metrics, key = record["metrics"], cond["key"]
     if key in metrics:
         return metrics[key], False
     if ESTIMATE_PREFIX + key in metrics:

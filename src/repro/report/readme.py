@@ -188,7 +188,7 @@ def _claim_target(table: Table, row: Row, claim_id: str, key: str, fmt: str) -> 
     if claim is None:
         raise TableError(f"{row.where}: no claim {claim_id!r} in the ledger")
     conds = [{**claim["metric"], "target": claim["target"]}, *(claim.get("also") or [])] if claim.get("metric") else []
-    target = next((c["target"] for c in conds if c["key"] == key), None)
+    target = next((c["target"] for c in conds if c.get("key") == key), None)
     if target is None:
         raise TableError(f"{row.where}: claim {claim_id} has no condition on {key!r}")
     return format(target, fmt)
@@ -223,7 +223,7 @@ def _verdict(table: Table, row: Row, card: str) -> str:
         # no-reference: the card's runs lack the metric (no value), or it has none (not run)
         text = VERDICT_TEXT.get(side.verdict, "no value" if side.records else "not run")
         if key := row.spec.get("condition"):
-            holds = next((h for c, _, h in side.conditions if c["key"] == key), None)
+            holds = next((h for c, _, h in side.conditions if c.get("key") == key), None)
             if holds is not None:
                 text = f"{'met' if holds else 'missed'} (`{claim_id}`: {text})"
         texts[claim_id] = text
