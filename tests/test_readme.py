@@ -23,11 +23,15 @@ def _run(capsys, *args, readme_path=REPO / "README.md", reference=REFERENCE, spe
 
 @pytest.fixture
 def copy(tmp_path):
-    """A copy of the reference tree's records and of README.md, to change."""
+    """A copy of the reference tree's records, with the tables they list (a claim may read a table
+    statistic), and of README.md, to change."""
     for path in REFERENCE.rglob("record.json"):
         dest = tmp_path / "reference" / path.relative_to(REFERENCE)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, dest)
+        for table in json.loads(path.read_text()).get("tables") or []:
+            if (path.parent / table).is_file():
+                shutil.copyfile(path.parent / table, dest.parent / table)
     shutil.copyfile(REPO / "README.md", tmp_path / "README.md")
     return tmp_path
 
@@ -71,7 +75,7 @@ def test_a_card_without_runs_of_a_row_is_left_out_and_the_first_card_says_not_ru
     assert _run(capsys, readme_path=copy / "README.md", reference=copy / "reference")[0] == 0
     rows = {line.split(" | ")[0][2:]: line for line in (copy / "README.md").read_text().splitlines()
             if line.startswith("| ")}
-    assert "H100:" not in rows["tsm2x/tsm2_l"] and "H100: 1.25x" in rows["tsm2x/tsm2_r"]
+    assert "H100:" not in rows["tsm2x/tsm2_l"] and "H100: 1.27x mean fp32" in rows["tsm2x/tsm2_r"]
     assert "not run (no record of baseline/vgg16)" in rows["baseline/vgg16"]
     assert rows["baseline/vgg16"].endswith("| not run | not run |")
 

@@ -94,6 +94,6 @@ def test_every_figure_is_in_the_report_under_its_paper_with_the_claims_that_read
         wc = Wildcards(fromdict={"experiment": experiment})
         assert (png.category(wc), png.subcategory(wc)) == layout.split(experiment)
         assert png.labels(wc) == {"experiment": experiment, "claims": ", ".join(reads.get(experiment, [])) or "-"}
-    assert png.labels(Wildcards(fromdict={"experiment": "tsm2x/tsm2_r"}))["claims"] == "tsm2.r_speedup, tsm2.bw"
+    assert png.labels(Wildcards(fromdict={"experiment": "tsm2x/tsm2_r"}))["claims"] == "tsm2.r_speedup, tsm2.r_speedup_ours, tsm2.bw, tsm2.bw_ours"
     claims = report_flags(rules["claims"])
     assert sorted(claims) == ["chart", "report"] and {f.category for f in claims.values()} == {"claims"}

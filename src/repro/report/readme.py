@@ -188,7 +188,9 @@ def _claim_target(table: Table, row: Row, claim_id: str, key: str, fmt: str) -> 
     if claim is None:
         raise TableError(f"{row.where}: no claim {claim_id!r} in the ledger")
     conds = [{**claim["metric"], "target": claim["target"]}, *(claim.get("also") or [])] if claim.get("metric") else []
-    target = next((c["target"] for c in conds if c.get("key") == key), None)
+    if key == "target":  # the headline's target, whatever the headline reads (a metric or a table statistic)
+        conds = conds[:1]
+    target = next((c["target"] for c in conds if key == "target" or c.get("key") == key), None)
     if target is None:
         raise TableError(f"{row.where}: claim {claim_id} has no condition on {key!r}")
     return format(target, fmt)
@@ -201,7 +203,13 @@ def render_template(table: Table, row: Row, text: str, card: str | None) -> str:
         if source == "claim":
             if len(rest) not in (2, 3):
                 raise TableError(f"{row.where}: {match.group()} is not {{claim:<id>:<metric>[:<format>]}}")
-            return _claim_target(table, row, *rest[:2], rest[2] if len(rest) == 3 else "g")
+            fmt = rest[2] if len(rest) == 3 else "g"
+            if rest[1] == "measured":  # the claim's headline value on the card (claims.card_sides)
+                if card is None:
+                    raise TableError(f"{row.where}: {match.group()} is a value on a card (value or time, not target)")
+                value = table.sides(rest[0], row.where)[card].value
+                return _shown([] if value is None else [float(value)], fmt)
+            return _claim_target(table, row, *rest[:2], fmt)
         if len(rest) not in (1, 2) or card is None:
             raise TableError(f"{row.where}: {match.group()} is not {{<paper>/<experiment>:<metric>[:<format>]}}"
                              + (" (the target reads the ledger only)" if card is None else ""))
