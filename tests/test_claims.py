@@ -675,3 +675,8 @@ def test_a_target_other_than_the_papers_value_gives_its_reason(tmp_path):
     ledger, _ = _stat_ledger(tmp_path, target_reason="stale")
     with pytest.raises(claims.LedgerError, match=r"target_reason given, but the target is the paper's value"):
         claims.load_ledger(ledger)
+
+
+def test_every_target_of_the_ledger_is_the_papers_value_or_says_why():
+    ledger = claims.load_ledger(REPO / "config" / "claims")
+    assert claims.unexplained_targets(ledger) == []
