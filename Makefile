@@ -32,8 +32,9 @@ paper: setup              ## the whole DAG at paper scale (needs a CUDA GPU)
 lint: setup               ## snakemake --lint
 	$(SNAKEMAKE) --lint
 
-mlflow-ui: setup          ## browse the runs: http://127.0.0.1:5000
-	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///results/mlflow.db --host 127.0.0.1 --port 5000
+MLFLOW_UI_PORT ?= 5000
+mlflow-ui: setup          ## browse the runs (telemetry off); prints the URL: http://127.0.0.1:5000/repro
+	$(PY) -m repro.pipeline.mlflow_app --uri sqlite:///results/mlflow.db --host 127.0.0.1 --port $(MLFLOW_UI_PORT)
 
 # The real services (tests/real; .ci/run runs them all). Each installs its Debian packages if missing (root).
 REAL_TEST   := PYTHONPATH=$(abspath src) $(VENV)/bin/python -m pytest -q

@@ -116,7 +116,7 @@ def test_experiment_is_described_from_its_paper_page(tmp_path):
     assert title in text and "Rivera et al." in text
     ids = [c["id"] for c in layout.load_yaml((layout.config_dir() / "claims" / "tsm2x.yaml").read_text())["claims"]]
     assert ids and all(f"`{i}`" in text for i in ids)
-    assert "](file://" in text and text.rstrip().endswith("docs/papers/tsm2x.md)")
+    assert text.rstrip().endswith("[docs/papers/tsm2x.md](/repro/papers/tsm2x.md)")  # served by repro.pipeline.mlflow_app
     assert "](../" not in text  # the page's relative links are plain text here
     assert exp.tags[tracking.KIND] == "custom_model_development"
 
@@ -128,7 +128,7 @@ def test_paper_description_links_to_a_web_view_and_stands_in_without_a_page(tmp_
     (tmp_path / "config" / "claims").mkdir(parents=True)
     (tmp_path / "config" / "claims" / "new.yaml").write_text("# New: a paper without a page.\nclaims:\n  - id: n.one\n")
     text = tracking.paper_description("new", repo=tmp_path, config=tmp_path / "config")
-    assert text.startswith("**New: a paper without a page.**") and "`n.one`" in text and "missing" in text
+    assert text.startswith("New: a paper without a page.\n") and "`n.one`" in text and "missing" in text
 
 
 def test_rerun_supersedes_the_older_run_of_its_folder_only(tmp_path):

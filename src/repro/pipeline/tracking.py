@@ -60,6 +60,7 @@ import pandas as pd
 
 from repro import layout, records
 from repro.faults import kill_point
+from repro.pipeline import mlflow_app
 from repro.records import atomic_write_text
 
 TAG = "repro.record_id"
@@ -71,8 +72,7 @@ SKIPPED = "skipped"  # a skipped record's run: the reason
 DESCRIPTION = "mlflow.note.content"  # MLflow's experiment (and run) description
 KIND = "mlflow.experimentKind"  # the UI opens a custom_model_development experiment in its classic view
 KIND_VALUE = "custom_model_development"
-# MLflow's own switches for its usage telemetry (mlflow.telemetry.utils.is_telemetry_disabled)
-TELEMETRY_OFF = {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
+TELEMETRY_OFF = mlflow_app.TELEMETRY_OFF
 CREDENTIAL_KEYS = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
 
 
@@ -122,12 +122,13 @@ def _plain(text: str) -> str:
     return _LINK.sub(r"\1", text)
 
 
-def page_url(paper: str, repo: Path | None = None) -> str:
+def page_url(paper: str) -> str:
     """The link to a paper's page: $REPRO_DOCS_URL/docs/papers/<paper>.md where set (a web view of
-    the repository, e.g. https://git.example.org/repro/blob/main), else the page's file:// URI."""
+    the repository, e.g. https://git.example.org/repro/blob/main), else the page as the repro MLflow
+    apps serve it (/repro/papers/<paper>.md, repro.pipeline.mlflow_app), a path on the UI's own
+    server: the UI drops file:// links."""
     base = os.environ.get("REPRO_DOCS_URL", "").rstrip("/")
-    rel = f"docs/papers/{paper}.md"
-    return f"{base}/{rel}" if base else (Path(repo or layout.REPO_ROOT) / rel).resolve().as_uri()
+    return f"{base}/docs/papers/{paper}.md" if base else f"{mlflow_app.PAPERS}/{paper}.md"
 
 
 def paper_description(paper: str, repo: Path | None = None, config: Path | None = None) -> str:
@@ -160,12 +161,12 @@ def paper_description(paper: str, repo: Path | None = None, config: Path | None 
         if not page.is_file():
             first = next((line for line in text.splitlines() if line.startswith("#")), "")
             title = first.lstrip("# ").strip() or title
-    parts = [f"**{_plain(title)}**"]
+    parts = [_plain(title)]
     if para:
         parts.append(para)
     parts.append(f"Claims ({len(ids)}, config/claims/{paper}.yaml): " + (", ".join(f"`{i}`" for i in ids) or "none"))
     if page.is_file():
-        parts.append(f"Paper page: [docs/papers/{paper}.md]({page_url(paper, repo)})")
+        parts.append(f"Paper page: [docs/papers/{paper}.md]({page_url(paper)})")
     else:
         parts.append(f"Paper page: none (docs/papers/{paper}.md is missing)")
     return "\n\n".join(parts)[:5000]
