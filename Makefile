@@ -43,7 +43,7 @@ slurm-test: setup         ## start a single-node SLURM cluster (tools/slurm_loca
 	bash tools/slurm_local.sh start
 	REPRO_REQUIRE_SERVICES=slurm $(REAL_TEST) tests/real/test_real_slurm.py
 
-mlflow-server: setup      ## start a team MLflow server on its own PostgreSQL (results/mlflow-server); prints its URI
+mlflow-server: setup      ## start a team MLflow server on its own PostgreSQL behind a login (results/mlflow-server/credentials); prints its URI
 	bash tools/mlflow_server.sh start
 
 mlflow-server-stop:       ## stop that server and its PostgreSQL
