@@ -86,6 +86,30 @@ def snakemake(*args, cwd=REPO, check=True, timeout=None):
 SMOKE_COPY = ("Snakefile", "pyproject.toml", "LICENSE", "config", "workflow", "profiles", "src")  # the report reads the licence
 
 
+def copy_repository(work: Path, names=SMOKE_COPY) -> Path:
+    """A copy of the repository files the workflow needs (``names``) in ``work``, caches left out; returns ``work``."""
+    import shutil
+
+    work.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, work / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy2(src, work / name)
+    return work
+
+
+def venv_env(work: Path) -> dict:
+    """os.environ as in an activated virtual environment of this interpreter (its bin first on PATH, as
+    `source .venv/bin/activate` does), with the repro of ``work``'s src/ imported first."""
+    import os
+
+    bindir = Path(sys.executable).parent
+    return {**os.environ, "VIRTUAL_ENV": str(bindir.parent), "PYTHONPATH": str(work / "src"),
+            "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
     """The whole DAG at smoke scale in a copy of the repository (results stay out of the checkout):
@@ -97,10 +121,7 @@ def smoke_run(tmp_path_factory):
     shards = REPO.parent / "shared" / "data" / "cifar10-jpeg"
     if not (shards / "SHA256SUMS").exists():
         pytest.skip("CIFAR-10 shards not beside the checkout")
-    work = tmp_path_factory.mktemp("smoke")
-    for name in SMOKE_COPY:
-        src = REPO / name
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / name)
+    work = copy_repository(tmp_path_factory.mktemp("smoke"))
     ref = REPO / "results" / "reference"
     if ref.exists():
         shutil.copytree(ref, work / "results" / "reference")

@@ -5,14 +5,13 @@ DAG, drawn, judged in the claims report, counted in the ledger and held to the i
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import copy_repository
 
 FILES = {
     "src/repro/papers/toy/__init__.py": '"""A throwaway paper for tests/test_new_paper.py."""\n',
@@ -75,13 +74,7 @@ smoke:
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
-    work = tmp_path_factory.mktemp("newpaper")
-    for name in ("Snakefile", "config", "workflow", "profiles", "src", "pyproject.toml"):
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, work / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-        else:
-            shutil.copy2(src, work / name)
+    work = copy_repository(tmp_path_factory.mktemp("newpaper"))
     for rel, text in FILES.items():
         (work / rel).parent.mkdir(parents=True, exist_ok=True)
         (work / rel).write_text(text)

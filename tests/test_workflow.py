@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SMOKE_COPY, dag_jobs, snakemake as _snakemake, write_mini_shards
+from conftest import REPO, copy_repository, dag_jobs, snakemake as _snakemake, write_mini_shards
 
 from repro import layout, sweep
 
@@ -183,18 +183,6 @@ def test_bad_config_value_fails_at_start():
     assert proc.returncode != 0 and "scale" in proc.stderr + proc.stdout
 
 
-def workflow_copy(work: Path) -> Path:
-    """The workflow and the code it runs, copied to ``work`` (results stay out of the checkout)."""
-    work.mkdir(parents=True, exist_ok=True)
-    for name in SMOKE_COPY:
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, work / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-        else:
-            shutil.copy2(src, work / name)
-    return work
-
-
 def snakemake_in(work: Path, *args) -> subprocess.CompletedProcess:
     """``snakemake ARGS`` in a copy, its jobs running the copy's code."""
     bindir = Path(sys.executable).parent
@@ -227,7 +215,7 @@ def test_a_damaged_split_reruns_the_data_step_and_a_dry_run_changes_nothing(tmp_
     run reruns the cifar10 step."""
     from repro.prepared import broken_splits
 
-    work = workflow_copy(tmp_path / "work")
+    work = copy_repository(tmp_path / "work")
     shards = write_mini_shards(tmp_path / "shards")
     args = ("results/data/cifar10/manifest.json", "--cores", "1", "--config", "scale=smoke",
             f"cifar10_source=shards:{shards}")

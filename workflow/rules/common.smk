@@ -99,3 +99,34 @@ def newer_counts_if(condition, path):
     """``path`` as an input whose modification time reruns the step only while ``condition`` holds
     (ancient() otherwise); the set of input files is the same either way, so switching reruns nothing."""
     return path if condition else ancient(path)
+
+
+@cache
+def claims_of_experiments():
+    """experiment -> the ids of the ledger's claims that read its record (as their metric or one of
+    their `also` conditions), in ledger order."""
+    found = {}
+    for path in layout.claims_files():
+        for claim in layout.load_yaml(path.read_text()).get("claims") or []:
+            for cond in [claim.get("metric"), *(claim.get("also") or [])]:
+                ids = found.setdefault(cond["experiment"], []) if cond else None
+                if ids is not None and claim["id"] not in ids:
+                    ids.append(claim["id"])
+    return found
+
+
+# Snakemake's report (`snakemake --report report.html`): a figure's place and columns there, evaluated
+# only when the report is made (so they rerun nothing).
+def report_paper(wc):
+    """The report category of a figure job: its paper."""
+    return layout.split(wc.experiment)[0]
+
+
+def report_experiment(wc):
+    """The report subcategory of a figure job: its experiment's name within the paper."""
+    return layout.split(wc.experiment)[1]
+
+
+def report_labels(wc):
+    """The report columns of a figure: its experiment and the claims that read its record."""
+    return {"experiment": wc.experiment, "claims": ", ".join(claims_of_experiments().get(wc.experiment, [])) or "-"}

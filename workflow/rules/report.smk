@@ -6,7 +6,8 @@ rule figure:
     input:
         record=rules.experiment.output.record,
     output:
-        png="results/figures/{experiment}.png",
+        png=report("results/figures/{experiment}.png", caption="../report/figure.rst", category=report_paper,
+                   subcategory=report_experiment, labels=report_labels),
         pdf="results/figures/{experiment}.pdf",
     log:
         "results/logs/figures/{experiment}.log",
@@ -45,9 +46,9 @@ rule claims:
         mlflow=rules.mlflow.output.summary,
     output:
         csv="results/claims/claims.csv",
-        report="results/claims/report.html",
+        report=report("results/claims/report.html", caption="../report/claims.rst", category="claims"),
         md="results/claims/report.md",
-        chart="results/claims/claims_chart.png",
+        chart=report("results/claims/claims_chart.png", caption="../report/claims.rst", category="claims"),
     log:
         "results/logs/claims.log",
     params:
