@@ -1,6 +1,7 @@
 # Helpers for every rule file (the resolved scale; reading an experiment file); the rules that
 # run experiments are in experiment.smk (docs/adding-a-paper.md).
 import os
+import shlex
 import sys
 from functools import cache
 from pathlib import Path

@@ -389,12 +389,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--artifacts", type=Path, default=Path("results/mlflow-artifacts"),
                     help="artifact folder for the embedded SQLite store")
     ap.add_argument("--out", type=Path, help="write a JSON summary of what was logged here")
-    ap.add_argument("--credentials", type=Path, default=None,
+    ap.add_argument("--credentials", default="",
                     help="a server's login: a file of MLFLOW_TRACKING_USERNAME= and MLFLOW_TRACKING_PASSWORD= "
                          "lines (tools/mlflow_server.sh writes results/mlflow-server/credentials); "
                          "default: those variables from the environment, if set")
     args = ap.parse_args(argv)
-    if args.credentials is not None and str(args.credentials):
+    if args.credentials:
         try:
             os.environ.update(read_credentials(args.credentials))
         except (OSError, ValueError) as exc:
