@@ -20,6 +20,9 @@
 # to change it). Users, one per colleague, live in the PostgreSQL database mlflow_auth (admin: the
 # UI's /signup page or mlflow.server.get_app_client("basic-auth")); default permission READ.
 # DIR/server.secret (mode 600) holds the Flask secret key that the app's CSRF protection needs.
+# A checked login is remembered for 5 minutes (auth_cache_ttl_seconds: each check costs a password
+# hash, ~0.1 s, which an ingestion's hundreds of requests would otherwise pay each time); a password
+# changed through the server's API takes effect at once, one changed in the file at the restart.
 # Point the pipeline at it: snakemake --cores all --config mlflow_uri="$(tools/mlflow_server.sh uri)" \
 #     mlflow_credentials="$(tools/mlflow_server.sh credentials)"
 # PostgreSQL comes from Debian (apt-get install postgresql, done here if missing); mlflow talks to it
@@ -78,7 +81,8 @@ auth_setup() {  # auth_setup PG_PORT: DIR/basic_auth.ini, and the admin user wit
     local db_uri="postgresql://repro@127.0.0.1:$1/mlflow_auth"
     (umask 077; printf '%s\n' "[mlflow]" "default_permission = READ" "database_uri = $db_uri" \
         "admin_username = $(credential MLFLOW_TRACKING_USERNAME)" \
-        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth" > "$DIR/basic_auth.ini")
+        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth" \
+        "auth_cache_ttl_seconds = 300" > "$DIR/basic_auth.ini")
     # the credentials file is authoritative: create the admin, or set its password (a rotated or
     # re-made file, a database from before)
     MLFLOW_AUTH_CONFIG_PATH=$DIR/basic_auth.ini MLFLOW_TRACKING_USERNAME=$(credential MLFLOW_TRACKING_USERNAME) \
