@@ -103,7 +103,7 @@ def test_runs_are_named_and_skipped_runs_finish_with_their_reason(tmp_path):
 def test_experiment_is_described_from_its_paper_page(tmp_path):
     """Each repro/<paper> experiment carries MLflow's description tag (mlflow.note.content): the
     page's title and first paragraph, the claim ids and a link to the page; and is marked a
-    model-training experiment, which the UI opens in its classic runs view."""
+    model-training experiment (the type the UI shows for it)."""
     from repro import layout
 
     results = tmp_path / "results"

@@ -25,8 +25,10 @@ and ``MLFLOW_TRACKING_PASSWORD=`` lines; those variables in the environment work
 What the MLflow UI shows (issue 47):
 - each ``repro/<paper>`` experiment is described (``mlflow.note.content``) from its paper page
   (docs/papers/<paper>.md: the title and first paragraph), its claim ids (config/claims/<paper>.yaml)
-  and a link to the page, and is marked a model-training experiment (``mlflow.experimentKind``),
-  so the UI opens it in the classic runs view rather than the GenAI one;
+  and a link to the page, and is marked a model-training experiment (``mlflow.experimentKind``:
+  the type the UI shows it as, "Machine learning"). Which view the UI opens an experiment in (the
+  classic runs table, or the GenAI overview) follows the browser's workflow setting, not this tag
+  (MLflow 3.17): the address `make mlflow-ui` prints sets it (repro.pipeline.mlflow_app);
 - a run is named for its experiment and scale (``tsm2_r (smoke)``); a skipped record (no GPU here)
   is a FINISHED run tagged ``skipped`` = the reason, not a KILLED one;
 - a rerun's older run: the run of an earlier record from the same results folder (tag
@@ -70,7 +72,7 @@ SUPERSEDED = "repro.superseded"
 SUPERSEDED_BY = "repro.superseded_by"
 SKIPPED = "skipped"  # a skipped record's run: the reason
 DESCRIPTION = "mlflow.note.content"  # MLflow's experiment (and run) description
-KIND = "mlflow.experimentKind"  # the UI opens a custom_model_development experiment in its classic view
+KIND = "mlflow.experimentKind"  # the experiment's type in the UI: custom_model_development, "Machine learning"
 KIND_VALUE = "custom_model_development"
 TELEMETRY_OFF = mlflow_app.TELEMETRY_OFF
 CREDENTIAL_KEYS = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
