@@ -9,7 +9,7 @@
 #                                         MLFLOW_TRACKING_PASSWORD=...` for eval "$(...)" (mlflow's clients read them)
 # DIR defaults to results/mlflow-server. Both listen on 127.0.0.1 only, each on a free port
 # (MLFLOW_PORT / PG_PORT pick them; MLFLOW_HOST=0.0.0.0 serves other machines, e.g. a cluster's
-# compute nodes). The database trusts local TCP logins: it is bound to loopback; give it a password
+# compute nodes, by the names that MLflow's MLFLOW_SERVER_ALLOWED_HOSTS lists). The database trusts local TCP logins: it is bound to loopback; give it a password
 # and pg_hba rules before opening it up. Artifacts (figures, records) go to DIR/artifacts, served
 # by the tracking server itself (`mlflow-artifacts:`), so clients need no access to that folder.
 # Login: MLflow's basic-auth app (`--app-name repro-basic-auth`: mlflow.server.auth's app plus the
