@@ -155,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("mlflow-ui: the repro app is not installed (make setup); serving MLflow's own", file=sys.stderr)
     env = {**os.environ, **TELEMETRY_OFF}
-    # the server runs in a session of its own; Ctrl-C (SIGINT) or SIGTERM here stops it (below)
+    # the server runs in a session of its own; Ctrl-C (SIGINT) or SIGTERM here stops it (below),
+    # SIGINT too where a shell started this in the background (which ignores it)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     proc = subprocess.Popen(cmd, env=env, start_new_session=True)
     shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
