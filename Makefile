@@ -32,8 +32,9 @@ paper: setup              ## the whole DAG at paper scale (needs a CUDA GPU)
 lint: setup               ## snakemake --lint
 	$(SNAKEMAKE) --lint
 
-mlflow-ui: setup          ## browse the runs: http://127.0.0.1:5000
-	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///results/mlflow.db --host 127.0.0.1 --port 5000
+MLFLOW_UI_PORT ?= 5000
+mlflow-ui: setup          ## browse the runs (telemetry off); prints the URL: http://127.0.0.1:5000/repro
+	$(PY) -m repro.pipeline.mlflow_app --uri sqlite:///results/mlflow.db --host 127.0.0.1 --port $(MLFLOW_UI_PORT)
 
 # The real services (tests/real; .ci/run runs them all). Each installs its Debian packages if missing (root).
 REAL_TEST   := PYTHONPATH=$(abspath src) $(VENV)/bin/python -m pytest -q
@@ -42,7 +43,7 @@ slurm-test: setup         ## start a single-node SLURM cluster (tools/slurm_loca
 	bash tools/slurm_local.sh start
 	REPRO_REQUIRE_SERVICES=slurm $(REAL_TEST) tests/real/test_real_slurm.py
 
-mlflow-server: setup      ## start a team MLflow server on its own PostgreSQL (results/mlflow-server); prints its URI
+mlflow-server: setup      ## start a team MLflow server on its own PostgreSQL behind a login (results/mlflow-server/credentials); prints its URI
 	bash tools/mlflow_server.sh start
 
 mlflow-server-stop:       ## stop that server and its PostgreSQL

@@ -204,6 +204,18 @@ def shards_dir() -> Path:
     pytest.skip("CIFAR-10 JPEG shards not found beside the checkout (../shared/data/cifar10-jpeg)")
 
 
+def mlflow_server_login() -> dict[str, str]:
+    """The login of the test server (REPRO_TEST_MLFLOW_DIR/credentials, which tools/mlflow_server.sh
+    makes) as MLFLOW_TRACKING_USERNAME/PASSWORD, or {} where there is none (a server without login)."""
+    import os
+
+    from repro.pipeline.tracking import read_credentials
+
+    folder = os.environ.get("REPRO_TEST_MLFLOW_DIR")
+    path = Path(folder) / "credentials" if folder else None
+    return read_credentials(path) if path is not None and path.is_file() else {}
+
+
 def service_unavailable(reason: str):
     """Skip a test whose outside service (a PostgreSQL-backed MLflow server, ...) is not given, with
     the reason; under ``REPRO_REQUIRE_SERVICES=all`` (CI, where the services are started) the same

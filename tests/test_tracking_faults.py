@@ -12,7 +12,7 @@ import pytest
 from repro import records
 from repro.pipeline import tracking
 
-from conftest import REPO, service_unavailable
+from conftest import REPO, mlflow_server_login, service_unavailable
 
 N = 4
 
@@ -67,10 +67,13 @@ def _stores(tmp_path):
 
 
 @pytest.mark.parametrize("store", ["sqlite-new", "sqlite-tables", "server"])
-def test_parallel_ingestions_log_each_record_once(tmp_path, store):
+def test_parallel_ingestions_log_each_record_once(tmp_path, store, monkeypatch):
     uri = dict(_stores(tmp_path))[store]
     if uri is None:
         service_unavailable("REPRO_TEST_MLFLOW_URI is not set (an MLflow tracking server to test against)")
+    if store == "server":  # its login (tools/mlflow_server.sh's basic-auth server), here and in the ingestions
+        for key, value in mlflow_server_login().items():
+            monkeypatch.setenv(key, value)
     paper = f"p{uuid.uuid4().hex[:8]}"  # a server is shared: this test's own experiment
     results = tmp_path / "results"
     _records(results, paper)

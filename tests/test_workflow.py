@@ -57,6 +57,18 @@ def test_every_experiment_has_a_rule():
     ran = {str(f).removeprefix("results/").removesuffix("/record.json") for j in jobs for f in j.output
            if str(f).endswith("record.json")}
     assert set(EXPERIMENTS) <= ran
+    (ingest,) = [j for j in jobs if j.rule.name == "mlflow"]  # and without mlflow_credentials, no login
+    assert "--credentials" not in ingest.shellcmd
+
+
+def test_the_mlflow_rule_logs_in_with_the_configured_credentials_file():
+    """`mlflow_credentials` (a team server's login, tools/mlflow_server.sh) reaches the ingestion as
+    --credentials FILE: the file's path, never the password, on the command line."""
+    path = "results/mlflow-server/my credentials"
+    jobs = dag_jobs(REPO, {"scale": "smoke", "mlflow_credentials": path}, ["mlflow"])
+    (ingest,) = [j for j in jobs if j.rule.name == "mlflow"]
+    assert f"--credentials '{path}' " in ingest.shellcmd
+    assert "results/mlflow-server/my credentials" not in [str(f) for f in ingest.input]  # a secret, not an input
 
 
 def test_a_paper_without_a_rule_file_runs_through_the_spines_rule():

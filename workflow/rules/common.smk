@@ -3,6 +3,7 @@
 import hashlib
 import json
 import os
+import shlex
 import sys
 from functools import cache
 from pathlib import Path

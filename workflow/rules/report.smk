@@ -30,10 +30,15 @@ rule mlflow:
         "results/logs/mlflow.log",
     params:
         uri=config["mlflow_uri"],
+        # the file's path only (never the password) on the command line; not an input: a secret,
+        # outside the DAG, which a rotated password must not rerun
+        credentials=(f"--credentials {shlex.quote(config['mlflow_credentials'])}"
+                     if config.get("mlflow_credentials") else ""),
     container:
         CPU_IMAGE
     shell:
-        "python -m repro.pipeline.tracking --results results --uri {params.uri} --out {output.summary} > {log} 2>&1"
+        "python -m repro.pipeline.tracking --results results --uri {params.uri} {params.credentials} "
+        "--out {output.summary} > {log} 2>&1"
 
 
 # The report also reads results/tests/junit.xml where `make test` wrote one, and writes a screenshot

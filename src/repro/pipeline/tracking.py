@@ -18,7 +18,28 @@ Safe against concurrent and killed ingestions:
   deleted and the record logged again; if a race on a server still made two complete runs, every
   ingestion keeps the same winner (earliest start, then run id) and deletes the others.
 The default store is embedded SQLite (MLflow 3 refuses plain file stores); pass a server URI
-(`http://host:5000`) to share runs with a team.
+(`http://host:5000`) to share runs with a team, and ``--credentials FILE`` where it asks for a
+login (MLflow's basic-auth app, `tools/mlflow_server.sh`: a file of ``MLFLOW_TRACKING_USERNAME=``
+and ``MLFLOW_TRACKING_PASSWORD=`` lines; those variables in the environment work too).
+
+What the MLflow UI shows (issue 47):
+- each ``repro/<paper>`` experiment is described (``mlflow.note.content``) from its paper page
+  (docs/papers/<paper>.md: the title and first paragraph), its claim ids (config/claims/<paper>.yaml)
+  and a link to the page, and is marked a model-training experiment (``mlflow.experimentKind``:
+  the type the UI shows it as, "Machine learning"). Which view the UI opens an experiment in (the
+  classic runs table, or the GenAI overview) follows the browser's workflow setting, not this tag
+  (MLflow 3.17): the address `make mlflow-ui` prints sets it (repro.pipeline.mlflow_app);
+- a run is named for its experiment and scale (``tsm2_r (smoke)``); a skipped record (no GPU here)
+  is a FINISHED run tagged ``skipped`` = the reason, not a KILLED one;
+- a rerun's older run: the run of an earlier record from the same results folder (tag
+  ``repro.results`` = host:/path/to/results) for the same experiment is tagged
+  ``repro.superseded=true`` (and ``repro.superseded_by``) and moved to MLflow's *deleted* lifecycle
+  stage: the UI's runs table hides it by default and lists it under its Deleted filter, and
+  ``mlflow runs restore --run-id`` brings it back (until ``mlflow gc`` purges deleted runs). Runs
+  from other folders or machines are never touched, so a team's server keeps everyone's.
+Runs ingested by an earlier version are brought to these names, tags and statuses as they are met.
+MLflow's telemetry is off in this process (MLFLOW_DISABLE_TELEMETRY, DO_NOT_TRACK) unless the
+environment says otherwise.
 """
 
 from __future__ import annotations
@@ -29,6 +50,9 @@ import fcntl
 import hashlib
 import json
 import math
+import os
+import re
+import socket
 import sys
 import time
 from pathlib import Path
@@ -36,12 +60,118 @@ from urllib.parse import unquote, urlparse
 
 import pandas as pd
 
-from repro import records
+from repro import layout, records
 from repro.faults import kill_point
+from repro.pipeline import mlflow_app
 from repro.records import atomic_write_text
 
 TAG = "repro.record_id"
 DONE = "repro.ingested"  # set last: the digest of the record file a complete run holds
+ORIGIN = "repro.results"  # host:/abs/path/results, the results folder the run's record came from
+SUPERSEDED = "repro.superseded"
+SUPERSEDED_BY = "repro.superseded_by"
+SKIPPED = "skipped"  # a skipped record's run: the reason
+DESCRIPTION = "mlflow.note.content"  # MLflow's experiment (and run) description
+KIND = "mlflow.experimentKind"  # the experiment's type in the UI: custom_model_development, "Machine learning"
+KIND_VALUE = "custom_model_development"
+TELEMETRY_OFF = mlflow_app.TELEMETRY_OFF
+CREDENTIAL_KEYS = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
+
+
+def telemetry_off(env=None) -> None:
+    """Turn MLflow's telemetry off in ``env`` (os.environ by default) where it does not say otherwise."""
+    env = os.environ if env is None else env
+    for key, value in TELEMETRY_OFF.items():
+        env.setdefault(key, value)
+
+
+def read_credentials(path: Path) -> dict[str, str]:
+    """The MLflow login in ``path``: ``KEY=VALUE`` lines (``export`` and quotes allowed, ``#``
+    comments), of which MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD are used."""
+    out = {}
+    for line in Path(path).read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.removeprefix("export ").partition("=")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        if key.strip() in CREDENTIAL_KEYS:
+            out[key.strip()] = value
+    missing = [k for k in CREDENTIAL_KEYS if not out.get(k)]
+    if missing:
+        raise ValueError(f"{path}: no {' or '.join(missing)}")
+    return out
+
+
+def run_name(rec: dict) -> str:
+    """A run's name in the UI: its experiment and scale, ``tsm2_r (smoke)``."""
+    return f"{rec['experiment']} ({rec['scale']})"
+
+
+def origin(results: Path) -> str:
+    """The results folder the records come from, as ``host:/abs/path``: a rerun supersedes only
+    runs of the same folder."""
+    return f"{socket.gethostname()}:{Path(results).resolve()}"
+
+
+_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+
+
+def _plain(text: str) -> str:
+    """Markdown links to their text (the page's relative links lead nowhere from the UI)."""
+    return _LINK.sub(r"\1", text)
+
+
+def page_url(paper: str) -> str:
+    """The link to a paper's page: $REPRO_DOCS_URL/docs/papers/<paper>.md where set (a web view of
+    the repository, e.g. https://git.example.org/repro/blob/main), else the page as the repro MLflow
+    apps serve it (/repro/papers/<paper>.md, repro.pipeline.mlflow_app), a path on the UI's own
+    server: the UI drops file:// links."""
+    base = os.environ.get("REPRO_DOCS_URL", "").rstrip("/")
+    return f"{base}/docs/papers/{paper}.md" if base else f"{mlflow_app.PAPERS}/{paper}.md"
+
+
+def paper_description(paper: str, repo: Path | None = None, config: Path | None = None) -> str:
+    """The description (Markdown) of the ``repro/<paper>`` experiment: its page's title and first
+    paragraph, its claim ids and a link to the page. Without a page: the claims file's first
+    comment line stands for the title."""
+    repo = Path(repo or layout.REPO_ROOT)
+    page = repo / "docs" / "papers" / f"{paper}.md"
+    claims_file = Path(config or layout.config_dir()) / "claims" / f"{paper}.yaml"
+    title, para = paper, ""
+    if page.is_file():
+        lines = page.read_text().splitlines()
+        heads = [i for i, line in enumerate(lines) if line.startswith("# ")]
+        if heads:
+            title = lines[heads[0]][2:].strip()
+            body = []
+            for line in lines[heads[0] + 1:]:
+                if line.strip():
+                    if line.startswith(("#", "|", "```")):
+                        break
+                    body.append(line.strip())
+                elif body:
+                    break
+            para = _plain(" ".join(body))
+    ids = []
+    if claims_file.is_file():
+        text = claims_file.read_text()
+        ledger = layout.load_yaml(text) or {}
+        ids = [c["id"] for c in ledger.get("claims") or [] if isinstance(c, dict) and "id" in c]
+        if not page.is_file():
+            first = next((line for line in text.splitlines() if line.startswith("#")), "")
+            title = first.lstrip("# ").strip() or title
+    parts = [_plain(title)]
+    if para:
+        parts.append(para)
+    parts.append(f"Claims ({len(ids)}, config/claims/{paper}.yaml): " + (", ".join(f"`{i}`" for i in ids) or "none"))
+    if page.is_file():
+        parts.append(f"Paper page: [docs/papers/{paper}.md]({page_url(paper)})")
+    else:
+        parts.append(f"Paper page: none (docs/papers/{paper}.md is missing)")
+    return "\n\n".join(parts)[:5000]
 
 
 def _flatten(d: dict, prefix: str = "") -> dict[str, str]:
@@ -95,25 +225,67 @@ def _winner(runs: list, digest: str):
     return min(done, key=lambda r: (r.info.start_time, r.info.run_id)) if done else None
 
 
-def _experiment(client, name: str, location: str | None) -> str:
+def _experiment(client, name: str, location: str | None, tags: dict[str, str] | None = None) -> str:
+    """The experiment's id (created where missing), with ``tags`` set where they differ."""
     from mlflow.exceptions import MlflowException
 
+    tags = tags or {}
     exp = client.get_experiment_by_name(name)
-    if exp is not None:
-        return exp.experiment_id
-    try:
-        return client.create_experiment(name, artifact_location=location)
-    except MlflowException:  # another ingestion (on a server) created it first
-        exp = client.get_experiment_by_name(name)
-        if exp is None:
-            raise
-        return exp.experiment_id
+    if exp is None:
+        try:
+            return client.create_experiment(name, artifact_location=location, tags=tags)
+        except MlflowException:  # another ingestion (on a server) created it first
+            exp = client.get_experiment_by_name(name)
+            if exp is None:
+                raise
+    for key, value in tags.items():
+        if exp.tags.get(key) != value:
+            client.set_experiment_tag(exp.experiment_id, key, value)
+    return exp.experiment_id
 
 
-def _log(client, exp_id: str, rec: dict, digest: str, results: Path) -> str:
+def _conform(client, run, rec: dict, where: str) -> None:
+    """Bring a complete run logged by an earlier version to today's name, tags and status."""
+    rid, tags = run.info.run_id, run.data.tags
+    if tags.get("mlflow.runName") != run_name(rec) or run.info.status != "FINISHED":
+        client.update_run(rid, status="FINISHED", name=run_name(rec))
+    if ORIGIN not in tags:
+        client.set_tag(rid, ORIGIN, where)
+    if rec["status"] == "skipped" and tags.get(SKIPPED) != (rec.get("reason") or "skipped"):
+        client.set_tag(rid, SKIPPED, rec.get("reason") or "skipped")
+
+
+def _supersede(client, exp_id: str, rec: dict, current: str, where: str) -> list[str]:
+    """Tag and delete (MLflow's deleted stage: hidden by default, restorable) the runs of
+    ``rec``'s experiment from the same results folder that hold another record: a rerun's older
+    runs. Runs of other folders or hosts stay. Legacy runs without the folder tag count as this
+    folder's when their record was made on this host. Returns the run ids it moved."""
+    from mlflow.exceptions import MlflowException
+
+    found = client.search_runs([exp_id], filter_string=f"tags.`repro.experiment` = '{rec['experiment']}'",
+                               max_results=1000)
+    host = rec["provenance"].get("hostname")
+    moved = []
+    for r in found:
+        tags = r.data.tags
+        if r.info.run_id == current or tags.get(TAG) == rec["record_id"]:
+            continue
+        if not (tags.get(ORIGIN) == where or (ORIGIN not in tags and tags.get("prov.hostname") == host)):
+            continue
+        try:
+            client.set_tag(r.info.run_id, SUPERSEDED, "true")
+            client.set_tag(r.info.run_id, SUPERSEDED_BY, current)
+            client.delete_run(r.info.run_id)
+        except MlflowException:  # a parallel ingestion of the same folder got there first
+            continue
+        moved.append(r.info.run_id)
+    return moved
+
+
+def _log(client, exp_id: str, rec: dict, digest: str, results: Path, where: str = "") -> str:
     """Log one record as a new run; the DONE tag, set last, marks it complete."""
     tags = {TAG: rec["record_id"], "repro.status": rec["status"], "repro.pipeline.scale": rec["scale"],
-            "repro.experiment": rec["experiment"], "mlflow.runName": rec["experiment"],
+            "repro.experiment": rec["experiment"], "mlflow.runName": run_name(rec), ORIGIN: where or origin(results),
             **{f"prov.{k}": v[:5000] for k, v in _flatten(
                 {k: v for k, v in rec["provenance"].items() if k != "code"}).items()},
             # the code digests as one JSON tag, not a tag per source file
@@ -121,6 +293,8 @@ def _log(client, exp_id: str, rec: dict, digest: str, results: Path) -> str:
             **{f"tag.{k}": v for k, v in rec.get("tags", {}).items()}}
     if rec.get("reason"):
         tags["repro.reason"] = rec["reason"]
+    if rec["status"] == "skipped":  # not a failure: a FINISHED run that says why it did nothing
+        tags[SKIPPED] = rec.get("reason") or "skipped"
     run = client.create_run(exp_id, tags=tags)
     rid = run.info.run_id
     kill_point("tracking.run_created")
@@ -146,19 +320,22 @@ def _log(client, exp_id: str, rec: dict, digest: str, results: Path) -> str:
         figure = Path(results) / "figures" / rec["paper"] / f"{rec_dir.name}.{suffix}"
         if figure.is_file():
             client.log_artifact(rid, str(figure), artifact_path="figure")
-    client.set_terminated(rid, status="FINISHED" if rec["status"] == "ok" else "KILLED")
+    client.set_terminated(rid, status="FINISHED")
     client.set_tag(rid, DONE, digest)
     return rid
 
 
 def ingest(results: Path, uri: str, artifact_root: Path | None = None) -> dict:
+    telemetry_off()
     import mlflow
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
     mlflow.set_tracking_uri(uri)
-    summary = {"uri": uri, "logged": [], "already": [], "repaired": [], "runs": {}}
+    summary = {"uri": uri, "logged": [], "already": [], "repaired": [], "superseded": [], "runs": {}}
     began_ms = int(time.time() * 1000)
+    where = origin(results)
+    described: dict[str, str] = {}
     with store_lock(uri):
         client = MlflowClient(tracking_uri=uri)
         for rec_path in records.find(results):
@@ -167,13 +344,18 @@ def ingest(results: Path, uri: str, artifact_root: Path | None = None) -> dict:
             location = None
             if artifact_root is not None and uri.startswith("sqlite"):
                 location = (Path(artifact_root) / rec["paper"]).resolve().as_uri()
-            exp_id = _experiment(client, f"repro/{rec['paper']}", location)
+            paper = rec["paper"]
+            if paper not in described:
+                described[paper] = paper_description(paper)
+            exp_id = _experiment(client, f"repro/{paper}", location,
+                                 {DESCRIPTION: described[paper], KIND: KIND_VALUE})
             rid = None
             for _attempt in range(3):
                 runs = _runs_of(client, exp_id, rec["record_id"])
                 best = _winner(runs, digest)
                 if best is not None:
                     rid = best.info.run_id
+                    _conform(client, best, rec, where)
                     summary["already"].append(rec["record_id"])
                     break
                 # leftovers of a killed ingestion (or an older copy of the record): redo. On a
@@ -184,7 +366,7 @@ def ingest(results: Path, uri: str, artifact_root: Path | None = None) -> dict:
                 if stale:
                     summary["repaired"].append(rec["record_id"])
                 try:
-                    mine = _log(client, exp_id, rec, digest, results)
+                    mine = _log(client, exp_id, rec, digest, results, where)
                 except MlflowException:  # our run was deleted under us by a racing ingestion
                     continue
                 after = _runs_of(client, exp_id, rec["record_id"])
@@ -197,6 +379,7 @@ def ingest(results: Path, uri: str, artifact_root: Path | None = None) -> dict:
                 break
             if rid is None:
                 raise RuntimeError(f"repro.pipeline.tracking: could not log {rec_path} (kept being raced)")
+            summary["superseded"] += _supersede(client, exp_id, rec, rid, where)
             summary["runs"][rec["record_id"]] = {"run_id": rid, "experiment_id": exp_id}
     return summary
 
@@ -208,7 +391,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--artifacts", type=Path, default=Path("results/mlflow-artifacts"),
                     help="artifact folder for the embedded SQLite store")
     ap.add_argument("--out", type=Path, help="write a JSON summary of what was logged here")
+    ap.add_argument("--credentials", default="",
+                    help="a server's login: a file of MLFLOW_TRACKING_USERNAME= and MLFLOW_TRACKING_PASSWORD= "
+                         "lines (tools/mlflow_server.sh writes results/mlflow-server/credentials); "
+                         "default: those variables from the environment, if set")
     args = ap.parse_args(argv)
+    if args.credentials:
+        try:
+            os.environ.update(read_credentials(args.credentials))
+        except (OSError, ValueError) as exc:
+            print(f"repro.pipeline.tracking: error: credentials: {exc}", file=sys.stderr)
+            return 2
     from repro.pipeline import watchdog
 
     watchdog.start()  # an ingestion of a killed workflow stops (repro.pipeline.watchdog); a rerun repairs it
@@ -217,9 +410,20 @@ def main(argv: list[str] | None = None) -> int:
     except records.RecordError as exc:
         print(f"repro.pipeline.tracking: error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # noqa: BLE001 - say what a login refusal means, then fail as before
+        from mlflow.exceptions import MlflowException
+
+        if isinstance(exc, MlflowException) and re.search(r"\b(401|403)\b|UNAUTHENTICATED|PERMISSION_DENIED", str(exc)):
+            print(f"repro.pipeline.tracking: error: {args.uri} refused the login ({exc}); pass the server's "
+                  "credentials file (--credentials; the workflow's mlflow_credentials) or set "
+                  "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD", file=sys.stderr)
+            return 3
+        raise
     repaired = f", {len(summary['repaired'])} incomplete leftover(s) redone" if summary["repaired"] else ""
+    superseded = (f", {len(summary['superseded'])} older run(s) superseded (deleted stage)"
+                  if summary["superseded"] else "")
     print(f"mlflow ({args.uri}): {len(summary['logged'])} runs logged, {len(summary['already'])} already there"
-          f"{repaired}")
+          f"{repaired}{superseded}")
     if args.out:
         atomic_write_text(args.out, json.dumps(summary, indent=2) + "\n")
     return 0
