@@ -298,11 +298,12 @@ def _log(client, exp_id: str, rec: dict, digest: str, results: Path, where: str 
     run = client.create_run(exp_id, tags=tags)
     rid = run.info.run_id
     kill_point("tracking.run_created")
-    for k, v in _flatten(rec["params"]).items():
-        client.log_param(rid, k[:250], v[:6000])
-    for k, v in rec["metrics"].items():
-        if math.isfinite(v):
-            client.log_metric(rid, k, v)
+    from mlflow.entities import Metric, Param
+
+    # in batches (MLflow's limits: 100 params, 1000 metrics a call), not a transaction per value
+    now = int(time.time() * 1000)
+    params = [Param(k[:250], v[:6000]) for k, v in _flatten(rec["params"]).items()]
+    metrics = [Metric(k, v, now, 0) for k, v in rec["metrics"].items() if math.isfinite(v)]
     # per-epoch tables become step metrics, so MLflow draws the curves
     rec_dir = Path(rec["_dir"])
     epochs = rec_dir / "epochs.csv"
@@ -310,9 +311,12 @@ def _log(client, exp_id: str, rec: dict, digest: str, results: Path, where: str 
         df = pd.read_csv(epochs)
         if "epoch" in df:
             for col in df.select_dtypes("number").columns.drop("epoch"):
-                for step, val in zip(df["epoch"], df[col]):
-                    if math.isfinite(val):
-                        client.log_metric(rid, f"epoch.{col}", float(val), step=int(step))
+                metrics += [Metric(f"epoch.{col}", float(val), now, int(step))
+                            for step, val in zip(df["epoch"], df[col]) if math.isfinite(val)]
+    for i in range(0, len(params), 100):
+        client.log_batch(rid, params=params[i:i + 100])
+    for i in range(0, len(metrics), 1000):
+        client.log_batch(rid, metrics=metrics[i:i + 1000])
     kill_point("tracking.logged")
     client.log_artifacts(rid, str(rec_dir), artifact_path="run")
     # the experiment's figure (the figure rule's PNG and PDF), where it has been drawn
