@@ -55,6 +55,35 @@ def test_a_group_with_more_rows_than_one_k_step():
     assert int(packed.klen.max()) > 32  # several K steps, with a partial last one
 
 
+@pytest.mark.parametrize("config", [gg.Config(32, 32, 4, 1, group_m=1), gg.Config(32, 32, 4, 1, group_m=3),
+                                    gg.Config(16, 64, 4, 1, group_m=2, tma=True)], ids=lambda c: c.name)
+@pytest.mark.parametrize("m", [96, 45])  # a multiple of bm (no M mask) and not
+def test_program_orders_tma_and_even_m(config, m):
+    """Every program order (super-rows of group_m m-blocks, a short last one), the TMA weight path,
+    and both M paths write every output once and right."""
+    if not interpreter.interpreting():
+        pytest.skip("interpreter only")
+    run_case("sbw", 150, 70, m, 0.75, 16, torch.float16, "cpu", config)
+
+
+def test_identity_packing_is_the_dense_gemm():
+    """The kernel-quality ceiling's packing: all of K for every column, so the gather GEMM computes
+    W^T X itself."""
+    k, n, m = 70, 40, 33
+    gen = torch.Generator().manual_seed(1)
+    w, x = torch.randn(k, n, generator=gen), torch.randn(k, m, generator=gen).half()
+    layout = patterns.identity(k, n, tile=16)
+    assert bool(layout.mask.all()) and patterns.check(layout) == []
+    packed = pack(w, layout, 16, compact=True, dtype=torch.float16)
+    assert packed.nnz == k * n and torch.equal(packed.y_cols, torch.arange(n))
+    if interpreter.interpreting():
+        out = gg.gather_gemm(x, packed, config=SMALL)
+        ref = w.half().float().t() @ x.float()
+        assert (out.float() - ref).abs().max().item() <= tolerance("float16") * ref.abs().max().item()
+    with pytest.raises(ValueError, match="positive"):
+        patterns.identity(0, 4)
+
+
 def test_operands_are_checked_before_launch():
     w = torch.randn(40, 24)
     layout = patterns.tw({"w": w.abs()}, 0.75, tile=16)["w"]

@@ -198,6 +198,17 @@ def tw(scores: dict[str, torch.Tensor], sparsity: float, tile: int = 128,
     return {n: Layout("tw", groups_mask(groups[n], scores[n].shape), groups[n], {"tile": tile}) for n in names}
 
 
+def identity(k: int, n: int, tile: int = 128) -> Layout:
+    """The unpruned layer as a TW layout: every column, in tiles of ``tile``, each keeping all K rows.
+    The gather GEMM on it does the dense GEMM's work: its time against cuBLAS is the kernel's own
+    quality, with no sparsity in it (the sparse benchmark's kernel-quality ceiling)."""
+    if k < 1 or n < 1 or tile < 1:
+        raise ValueError(f"identity needs positive k, n and tile, got {k}, {n}, {tile}")
+    rows = torch.arange(k)
+    groups = [Group(c, rows) for c in tile_columns(torch.arange(n), tile)]
+    return Layout("tw", torch.ones(k, n, dtype=torch.bool), groups, {"tile": tile})
+
+
 def groups_mask(groups: list[Group], shape) -> torch.Tensor:
     """The (K, N) mask of full group rectangles (rows x cols), on the groups' device."""
     mask = torch.zeros(shape, dtype=torch.bool, device=groups[0].cols.device if groups else "cpu")
