@@ -27,6 +27,63 @@ from repro.papers.sparse_gemm import patterns
 from repro.papers.sparse_gemm.bench import BenchParams, Timer, ideal_sizes
 from repro.papers.sparse_gemm.packing import pack
 
+def _triton_dense():
+    """Triton's own dense GEMM Y = A @ B (A = W^T, B = X), two ways, with the gather GEMM's program
+    order: operands through TMA (host tensor descriptors), and through pointer loads. They split
+    the gap to cuBLAS into what Triton's dense loop leaves, what TMA adds, and what the gather adds."""
+    import triton
+    import triton.language as tl
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    @triton.jit
+    def order(pid, n_m, n_n, GROUP: tl.constexpr):
+        per = GROUP * n_n
+        first = (pid // per) * GROUP
+        rows = tl.minimum(n_m - first, GROUP)
+        return first + (pid % per) % rows, (pid % per) // rows
+
+    @triton.jit
+    def dense_tma(a_desc, b_desc, c_desc, R, M, K, BR: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr,
+                  GROUP: tl.constexpr):
+        pm, pr = order(tl.program_id(0), tl.cdiv(M, BM), tl.cdiv(R, BR), GROUP)
+        acc = tl.zeros((BR, BM), dtype=tl.float32)
+        for k in range(0, K, BK):
+            acc = tl.dot(a_desc.load([pr * BR, k]), b_desc.load([k, pm * BM]), acc)
+        c_desc.store([pr * BR, pm * BM], acc.to(c_desc.dtype))
+
+    @triton.jit
+    def dense_ptr(a_ptr, b_ptr, c_ptr, R, M, K, BR: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr,
+                  GROUP: tl.constexpr):
+        pm, pr = order(tl.program_id(0), tl.cdiv(M, BM), tl.cdiv(R, BR), GROUP)
+        rr = pr * BR + tl.arange(0, BR)
+        rm = pm * BM + tl.arange(0, BM)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((BR, BM), dtype=tl.float32)
+        for k in range(0, K, BK):
+            a = tl.load(a_ptr + rr[:, None].to(tl.int64) * K + (k + rk)[None, :])
+            b = tl.load(b_ptr + (k + rk)[:, None].to(tl.int64) * M + rm[None, :])
+            acc = tl.dot(a, b, acc)
+        tl.store(c_ptr + rr[:, None].to(tl.int64) * M + rm[None, :], acc.to(c_ptr.dtype.element_ty))
+
+    def run(kind, a, b, c, br, bm, bk, warps, stages, group=8):
+        r, k = a.shape
+        m = b.shape[1]
+        grid = (triton.cdiv(r, br) * triton.cdiv(m, bm),)
+        if kind == "tma":
+            dense_tma[grid](TensorDescriptor.from_tensor(a, [br, bk]), TensorDescriptor.from_tensor(b, [bk, bm]),
+                            TensorDescriptor.from_tensor(c, [br, bm]), r, m, k, BR=br, BM=bm, BK=bk, GROUP=group,
+                            num_warps=warps, num_stages=stages)
+        else:
+            dense_ptr[grid](a, b, c, r, m, k, BR=br, BM=bm, BK=bk, GROUP=group, num_warps=warps, num_stages=stages)
+        return c
+
+    return run
+
+
+DENSE_CONFIGS = [(128, 128, 64, 4, 4), (128, 128, 64, 8, 4), (128, 256, 64, 8, 3), (128, 256, 64, 8, 4),
+                 (256, 128, 64, 8, 3), (128, 128, 64, 4, 3)]
+
+
 SHAPES = ["12800x768x768", "12800x768x3072", "12800x3072x768", "8192x4096x4096", "8192x4096x11008",
           "8192x11008x4096"]
 
@@ -40,6 +97,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--configs", nargs="+", default=None,
                     help="bm,bk,warps,stages,group_m,tma each (default: gather_gemm.CANDIDATES)")
     ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--triton-dense", action="store_true",
+                    help="also Triton's own dense GEMM (TMA and pointer loads; shapes multiple of the tiles)")
     ap.add_argument("--out", type=Path, default=None, help="JSON of every timing")
     return ap.parse_args(argv)
 
@@ -76,6 +135,25 @@ def main(argv=None) -> int:
             row = dict(gpu=gpu, dtype=dtype, m=m, k=k, n=n)
             row["cublas_us"] = dense_time(timer, w.to(tdt), xs, p.repeats)
             ref = torch.mm(w.to(tdt).t().contiguous(), xs[0]).float()
+            if args.triton_dense and cuda:
+                run = _triton_dense()
+                a = w.to(tdt).t().contiguous()
+                c = torch.empty(n, m, dtype=tdt, device=dev)
+                for kind in ("tma", "ptr"):
+                    times = {}
+                    for cfg in DENSE_CONFIGS:
+                        if n % cfg[0] or m % cfg[1] or k % cfg[2]:
+                            continue
+                        try:
+                            run(kind, a, xs[0], c, *cfg)
+                            err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
+                            t = timer([lambda x=x, cfg=cfg: run(kind, a, x, c, *cfg) for x in xs], p.repeats)[0]
+                            times["r{}_m{}_k{}_w{}_s{}".format(*cfg)] = t if err <= 4 * 2.0 ** -8 else math.nan
+                        except Exception as exc:
+                            print(f"  triton {kind} {cfg}: {type(exc).__name__}: {str(exc)[:160]}", flush=True)
+                    row[f"triton_{kind}_us"] = times
+                    row[f"triton_{kind}_best"], row[f"triton_{kind}_best_us"] = best(times)
+                del a, c
             layouts = [("identity", patterns.identity(k, n, 128), 0.0)]
             if args.sparsity > 0:
                 layouts.append(("tw", patterns.prune("tw", {"w": w.abs()}, args.sparsity, tile=128)["w"],
@@ -122,7 +200,12 @@ def main(argv=None) -> int:
                      f"{row['ideal_us']:.1f} us -> frac_ideal {row['tw_frac_ideal']:.3f}, speedup "
                      f"{row['tw_speedup']:.2f}x (ideal {row['ideal_speedup']:.2f}x)" if "tw_best_us" in row else ""),
                   flush=True)
-            for name in ("identity", "tw"):
+            for kind in ("tma", "ptr"):
+                if f"triton_{kind}_best_us" in row:
+                    print(f"    triton dense ({kind}) best {row[f'triton_{kind}_best']} "
+                          f"{row[f'triton_{kind}_best_us']:.1f} us -> "
+                          f"{row['cublas_us'] / row[f'triton_{kind}_best_us']:.3f} of cuBLAS", flush=True)
+            for name in ("identity", "tw", "triton_tma", "triton_ptr"):
                 if f"{name}_us" in row:
                     print(f"    {name}: " + ", ".join(f"{c} {t:.1f}" for c, t in sorted(row[f'{name}_us'].items(),
                                                                                       key=lambda kv: kv[1])),

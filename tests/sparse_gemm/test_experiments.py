@@ -70,7 +70,13 @@ def test_bench_smoke_on_cpu(tmp_path):
     ours = df[df.method.isin(["tw", "sbw"])]
     assert ((ours.density - (1 - ours.sparsity)).abs() < 0.02).all()
     # the tuner's choices: cached in the run folder and tabled for the record
-    assert len(result.tables["tuning"]) == 3 * n_points  # tw, sbw, tvw_dense_mma
+    assert len(result.tables["tuning"]) == 3 * n_points + len(p.shapes) * len(p.dtypes)  # + identity per shape
+    # the kernel-quality ceiling: our kernel on the unpruned layer, beside every point of its shape
+    ident = df[df.method == "identity"]
+    assert (ident.density == 1.0).all() and bool(ident.ok.all())
+    assert (df.kernel_quality - df.t_dense_us / df.t_identity_us).abs().max() < 1e-12
+    assert math.isfinite(result.metrics["identity_min_quality"])
+    assert "identity_min_quality_big" not in result.metrics  # the smoke shape is far below 2^32
     assert json.loads((tmp_path / "tuning.json").read_text())["gpus"]["cpu"]
     assert "CPU" in result.tags["timing"]
     df.to_csv(tmp_path / "points.csv", index=False)
@@ -170,3 +176,15 @@ def test_compare_reads_the_arms(tmp_path):
         arms.compare(arms.CompareParams(), Context(out_dir=tmp_path, inputs={}))
     with pytest.raises(records.RecordError, match="missing"):
         arms.compare(arms.CompareParams(arms=["tw_9"]), Context(out_dir=tmp_path, inputs={"dense": inputs["dense"]}))
+
+
+def test_ideal_sizes_round_to_whole_tiles():
+    """The shrunk ideal runs on multiples of 64 (543 = sqrt(0.5) x 768 ran at 0.87x dense's rate),
+    the nearest ones, and the benchmark scales its time by the useful work over K2 x N2."""
+    from repro.papers.sparse_gemm.bench import ideal_sizes
+
+    assert ideal_sizes(768, 3072, 0.5) == (512, 2176)  # 543.1 -> 512, 2172.2 -> 2176
+    assert ideal_sizes(768, 768, 0.75) == (384, 384)
+    assert ideal_sizes(4096, 11008, 0.875) == (1472, 3904)  # 1448.2 -> 1472, 3891.9 -> 3904
+    assert ideal_sizes(70, 150, 0.75) == (64, 64)  # 35 and 75 round to at least one tile
+    assert ideal_sizes(33, 20, 0.5) == (23, 14)  # below one tile: rounded, not padded

@@ -12,6 +12,9 @@ to its own pattern at the point's sparsity:
   nm24           2:4 on the sparse tensor cores (torch.sparse.to_sparse_semi_structured), 50 % whatever s
   bsr            torch BSR (blocks of bsr_block, the blocks with the largest L2 norm) @ dense
   csr            cuSPARSE through torch CSR (unstructured magnitude) @ dense
+  identity       ours on the unpruned layer (patterns.identity: tiles of ``tile`` columns, all of K): the
+                 dense GEMM's own work through our kernel, so dense / identity is the kernel's quality,
+                 the ceiling of what any of our packings can reach before sparsity enters
   tw, sbw        ours: the Triton gather GEMM on the TW / Shfl-BW packing (tuned per problem)
   tvw            TW at 2(1 - s) density + 2:4 inside the tiles, cuSPARSELt per tile (semi_structured.TVW)
   tvw_dense_mma  the TVW packing through the gather GEMM (dense tensor cores: what 2:4 adds)
@@ -27,8 +30,8 @@ Correctness: every method's output (outputs ours writes are NaN-poisoned first) 
 product of its own dense-equivalent pruned weight; ok = max |Y - ref| / max |ref| <= tolerance.
 
 Table ``points``: one row per (dtype, shape, sparsity, method): density (kept share of W), t_us,
-tflops (useful: 2 M nnz / t), speedup (dense / method), frac_ideal (ideal / method), err, ok,
-timing, note (why a method did not run).
+tflops (useful: 2 M nnz / t), speedup (dense / method), frac_ideal (ideal / method), kernel_quality
+(dense / identity of the shape, beside every point), err, ok, timing, note (why a method did not run).
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ from repro.papers.sparse_gemm.tuner import Tuner, shape_key, tolerance
 from repro.timing import time_cpu, time_cuda
 
 MIB = 1 << 20
-METHODS = ("dense", "ideal", "nm24", "bsr", "csr", "tw", "sbw", "tvw", "tvw_dense_mma")
+METHODS = ("dense", "ideal", "identity", "nm24", "bsr", "csr", "tw", "sbw", "tvw", "tvw_dense_mma")
+BIG = 2 ** 32  # M * K * N from which the kernel-quality target holds (issue 42)
 OURS = ("tw", "sbw", "tvw", "tvw_dense_mma")
 
 
@@ -87,8 +91,8 @@ def validate(p: BenchParams) -> None:
         if getattr(p, name) < 1:
             raise ValueError(f"{name} must be >= 1, got {getattr(p, name)}")
     for c in p.configs:
-        if len(c) != 4:
-            raise ValueError(f"configs: each is [bm, bk, warps, stages], got {c}")
+        if not 4 <= len(c) <= 6:
+            raise ValueError(f"configs: each is [bm, bk, warps, stages(, group_m(, tma))], got {c}")
 
 
 def ideal_sizes(k: int, n: int, s: float, align: int = 64) -> tuple[int, int]:
@@ -315,8 +319,17 @@ class Point:
         self.record(s, "tvw", density, lambda x: run(x, out), check,
                     f"{packed.n_groups} tiles, backend {semi_structured.backend()}")
 
+    def identity(self, sparsities) -> None:
+        """Our kernel on the unpruned layer, once per shape (the same row at every sparsity)."""
+        start = len(self.rows)
+        self.gather(sparsities[0], "identity", pack(self.w, patterns.identity(self.k, self.n, self.p.tile),
+                                                     self.p.tile, compact=True, dtype=self.tdt))
+        for s in sparsities[1:]:
+            self.rows.append(dict(self.rows[start], sparsity=s))
+
     def measure(self, sparsities) -> list[dict]:
         self.dense(sparsities)
+        self.identity(sparsities)
         self.nm24(sparsities)
         for s in sparsities:
             self.ideal(s)
@@ -341,8 +354,10 @@ class Point:
 def derive(df: pd.DataFrame) -> pd.DataFrame:
     """Per row: useful TFLOP/s, speedup over dense, fraction of the ideal, ok."""
     key = ["dtype", "m", "k", "n", "sparsity"]
-    base = df[df.method.isin(["dense", "ideal"])].pivot_table(index=key, columns="method", values="t_us")
-    df = df.join(base.rename(columns={"dense": "t_dense_us", "ideal": "t_ideal_us"}), on=key)
+    base = df[df.method.isin(["dense", "ideal", "identity"])].pivot_table(index=key, columns="method", values="t_us")
+    df = df.join(base.rename(columns={"dense": "t_dense_us", "ideal": "t_ideal_us", "identity": "t_identity_us"}),
+                 on=key)
+    df["kernel_quality"] = df.t_dense_us / df.t_identity_us  # of the shape: beside every point
     df["tflops"] = 2 * df.m * df.density * df.k * df.n / (df.t_us * 1e-6) / 1e12
     df["speedup"] = df.t_dense_us / df.t_us
     df["frac_ideal"] = df.t_ideal_us / df.t_us
@@ -363,6 +378,13 @@ def summarize(df: pd.DataFrame, sparsities) -> dict[str, float]:
     key = ["dtype", "m", "k", "n", "sparsity"]
     t = ran.pivot_table(index=key, columns="method", values="t_us")
     ideal_speedup = t["dense"] / t["ideal"]
+    if "identity" in t:
+        quality = (t["dense"] / t["identity"]).groupby(level=["dtype", "m", "k", "n"]).first().dropna()
+        big = quality[[m * k * n >= BIG for _, m, k, n in quality.index]]
+        metrics["identity_geomean_quality"] = _geomean(quality)
+        metrics["identity_min_quality"] = float(quality.min()) if len(quality) else math.nan
+        if len(big):
+            metrics["identity_min_quality_big"] = float(big.min())
     for s in sparsities:
         at = t.xs(s, level="sparsity")
         lab = label(s)
