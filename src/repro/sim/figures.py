@@ -51,10 +51,12 @@ def sensitivity(screen: pd.DataFrame, curves: pd.DataFrame, headlines: dict[str,
     return fig
 
 
-def tornado(table: pd.DataFrame, base: float, target: float | None, metric: str, model: str) -> plt.Figure:
-    """One bar per assumed parameter from the baseline to the headline at its low end (blue) and its
-    high end (orange), the largest swing on top, each labelled with its range; a solid line at the
-    baseline value, a dashed one at the claim's target. The caller titles it (``repro.figures.finish``)."""
+def tornado(table: pd.DataFrame, target: float | None, metric: str, model: str) -> plt.Figure:
+    """``table``: repro.sim.sensitivity.tornado's. One bar per assumed parameter from the baseline to
+    the headline at its low end (blue) and its high end (orange), the largest swing on top, each
+    labelled with its range; a solid line at the baseline value, a dashed one at the claim's target.
+    The caller titles it (``repro.figures.finish``)."""
+    base = float(table["base"].iloc[0])
     rows = table.sort_values(["swing", "key"], ascending=[True, False], kind="stable")
     fig, ax = plt.subplots(figsize=(9, 1.4 + 0.3 * len(rows)))
     for i, r in enumerate(rows.itertuples()):

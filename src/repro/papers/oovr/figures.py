@@ -76,6 +76,6 @@ def sensitivity(run_dir: Path) -> plt.Figure:
 
 def tornado(run_dir: Path) -> plt.Figure:
     run_dir, record = open_run(run_dir)
-    fig = sim_figures.tornado(pd.read_csv(run_dir / "tornado.csv"), record["metrics"]["assumed_base"],
-                              record.get("params", {}).get("target"), "speedup over the best earlier arm (x, geomean)", "OO-VR")
+    fig = sim_figures.tornado(pd.read_csv(run_dir / "tornado.csv"), record.get("params", {}).get("target"),
+                              "speedup over the best earlier arm (x, geomean)", "OO-VR")
     return finish(fig, f"{TITLE}: the headline over each assumed parameter's range", record, fontsize=9)

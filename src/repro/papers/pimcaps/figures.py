@@ -60,7 +60,7 @@ def model(run_dir: Path) -> plt.Figure:
 def tornado(run_dir: Path) -> plt.Figure:
     run_dir, record = open_run(run_dir)
     target = record.get("params", {}).get("target")
-    fig = sim_figures.tornado(pd.read_csv(run_dir / "tornado.csv"), record["metrics"]["assumed_base"], target,
+    fig = sim_figures.tornado(pd.read_csv(run_dir / "tornado.csv"), target,
                               "speedup over GPU only (x, geomean)", "PIM-CapsNet model")
     return finish(fig, "PIM-CapsNet model: the headline over each assumed parameter's range", record, "gpu_side",
                   fontsize=9)
