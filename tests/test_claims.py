@@ -680,3 +680,60 @@ def test_a_target_other_than_the_papers_value_gives_its_reason(tmp_path):
 def test_every_target_of_the_ledger_is_the_papers_value_or_says_why():
     ledger = claims.load_ledger(REPO / "config" / "claims")
     assert claims.unexplained_targets(ledger) == []
+
+
+def test_a_model_row_shows_its_range_over_the_assumed_parameters_and_is_inconclusive_across_the_target(tmp_path):
+    """A model claim names its tornado experiment (assumed:); the row says how far the assumed
+    parameters move the headline and which moves it most; a range on both sides of the target is
+    inconclusive (on the reference and here at paper scale), a range on one side keeps the verdict,
+    a smoke run here shows the range unjudged, and a missing tornado run says so."""
+    config = tmp_path / "config"
+    (config / "experiment" / "k").mkdir(parents=True)
+    for name in ("sim", "tornado"):
+        (config / "experiment" / "k" / f"{name}.yaml").write_text(f"name: {name}\npaper: k\ngpus: 0\n")
+    common = dict(paper="P", statement="s", paper_value=2.0, unit="x", direction=">=", kind="model",
+                  metric={"experiment": "k/sim", "key": "speedup"}, assumed={"experiment": "k/tornado"})
+    ledger = tmp_path / "claims.yaml"
+    ledger.write_text(yaml.safe_dump({"claims": [
+        {**common, "id": "across", "target": 1.5},   # 1.2-1.8 straddles 1.5
+        {**common, "id": "below", "target": 2.0},    # 1.2-1.8 all below
+        {**common, "id": "nothing", "target": 1.5, "assumed": {"experiment": "k/none"}},
+    ]}))
+    tornado = {"assumed_base": 1.4, "assumed_min": 1.2, "assumed_max": 1.8, "assumed_parameters": 5.0}
+    ref, results = tmp_path / "reference" / "cpu", tmp_path / "results"
+    for root in (ref, results):
+        _write(root, "k", "sim", {"speedup": 1.4}, gpu=None)
+        _write(root, "k", "tornado", tornado, gpu=None)
+        rec = records.read(root / "k" / "tornado")
+        records.write(root / "k" / "tornado", {**rec, "tags": {"assumed_largest": "system.dram_gbps"}})
+    df = claims.build(ledger, results, tmp_path / "reference", config).set_index("claim_id")
+    across = df.loc["across"]
+    assert across.reference_verdict == "inconclusive" and across.here_verdict == "inconclusive"
+    assert across.verdict == "model" and across.reference_measured == "1.4"
+    assert across.reference_details[0].startswith(
+        "inconclusive: the assumed parameters move it 1.2-1.8: system.dram_gbps the most, across the target (>= 1.5) "
+        "(5 parameters, one at a time over their stated ranges; tornado chart results/figures/k/tornado.png")
+    assert "k/tornado" in across.experiments  # the row links the tornado's figure
+    below = df.loc["below"]
+    assert below.reference_verdict == "not-reproduced"
+    assert any(d.startswith("assumed parameters move it 1.2-1.8: system.dram_gbps the most") for d in below.reference_details)
+    nothing = df.loc["nothing"]
+    assert nothing.reference_verdict == "not-reproduced"  # 1.4 < 1.5, no range to doubt it
+    assert any(d.startswith("assumed parameters: their range is unknown (no committed run of k/none")
+               for d in nothing.reference_details)
+    assert claims.tally(df.reset_index(), "reference")["model inconclusive"] == 1
+
+    for name in ("sim", "tornado"):  # at smoke scale here: the range is shown, nothing is judged
+        rec = records.read(results / "k" / name)
+        records.write(results / "k" / name, {**rec, "scale": "smoke"})
+    smoke = claims.build(ledger, results, tmp_path / "reference", config).set_index("claim_id").loc["across"]
+    assert smoke.here_verdict == "smoke"
+    assert any(d.startswith("assumed parameters move it 1.2-1.8") for d in smoke.here_details)
+
+
+def test_a_malformed_assumed_field_is_named(tmp_path):
+    bad = tmp_path / "claims.yaml"
+    bad.write_text(yaml.safe_dump({"claims": [dict(id="x.y", paper="P", statement="s", paper_value=1, unit="x",
+                                                   target=1, direction=">=", assumed="k/tornado")]}))
+    with pytest.raises(claims.LedgerError, match=r"x.y.*assumed must be \{experiment: <paper>/<name>\}"):
+        claims.load_ledger(bad)

@@ -14,6 +14,7 @@ from sim_smoke import check_claims, run  # noqa: E402
     ("scenes", ["speedup", "traffic_reduction", "oovr_imbalance", "events_per_s"]),
     ("link_sweep", ["advantage_gone_gbps", "speedup_at_max_asymmetry", "events_per_s"]),
     ("sensitivity", ["base_speedup", "sensitive", "largest_rel_change", "events_per_s"]),
+    ("tornado", ["assumed_base", "assumed_min", "assumed_max", "events_per_s"]),
 ])
 def test_smoke(name, keys, tmp_path):
     result, fig = run(f"oovr/{name}", tmp_path)

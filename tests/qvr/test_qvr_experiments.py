@@ -15,6 +15,7 @@ from sim_smoke import check_claims, run  # noqa: E402
     ("bandwidth_sweep", ["stay_local_below_mbps_light", "stay_local_above_latency_ms_light", "speedup_at_max_bandwidth",
                          "events_per_s"]),
     ("sensitivity", ["base_speedup", "base_fps_gain", "sensitive", "events_per_s"]),
+    ("tornado", ["assumed_base", "assumed_min", "assumed_max", "events_per_s"]),
 ])
 def test_smoke(name, keys, tmp_path):
     result, fig = run(f"qvr/{name}", tmp_path)

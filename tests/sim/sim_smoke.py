@@ -49,3 +49,8 @@ def check_claims(paper: str, tmp_path: Path) -> None:
                 (tmp_path / exp).mkdir(parents=True)
                 results[exp] = run(exp, tmp_path / exp)[0]
             assert cond["key"] in results[exp].metrics, (exp, cond["key"])
+        tornado = claim["assumed"]["experiment"]  # a model claim names its tornado, drawn at its target
+        assert compose(tornado).params.target == claim["target"]
+        (tmp_path / tornado).mkdir(parents=True)
+        metrics = run(tornado, tmp_path / tornado)[0].metrics
+        assert metrics["assumed_min"] <= metrics["assumed_base"] <= metrics["assumed_max"]

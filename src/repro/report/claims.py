@@ -11,7 +11,10 @@ Each claim is judged twice, side by side:
              at the smoke scale: its value is shown, not judged against a paper-scale target); or
              not-run-here, with why (e.g. skipped: needs a CUDA GPU).
 A claim with no experiment yet is pending on both sides. A `kind: model` row is a simulator's
-result: judged against its target like the others, and always shown as a model.
+result: judged against its target like the others, and always shown as a model. A model's claim
+names its tornado experiment (`assumed: {experiment: <paper>/tornado}`: the headline at each
+assumed parameter's low and high end); the row shows the range the assumed parameters move the
+headline over, and a range that straddles the target is `inconclusive`, not a verdict.
 
 Every verdict carries its ceiling: the ledger names, per claim, a record's metric that bounds what any
 implementation of the idea can reach on the card (`ceiling: {experiment, key, note}`), or says why
@@ -58,7 +61,7 @@ MISS_KINDS = ("implementation", "ceiling-below-target", "no-ceiling")
 MISS_LABELS = {"implementation": "implementation short of its ceiling", "ceiling-below-target": "ceiling below the target",
                "no-ceiling": "no ceiling measured"}
 CLAIM_FIELDS = {"id", "paper", "statement", "paper_value", "paper_unit", "unit", "target", "target_reason", "direction",
-                "metric", "spread", "also", "needs", "kind", "timing", "ceiling", "note"}
+                "metric", "spread", "also", "needs", "kind", "timing", "ceiling", "note", "assumed"}
 # A value a claim reads from a run (its metric, an also-condition, its ceiling): a metric of the run's
 # record ({experiment, key}) or a statistic over the rows of one of the run's tables, computed when
 # the report is made ({experiment, table, column or ratio, stat, where, minus}; table_value).
@@ -142,6 +145,12 @@ def load_ledger(path: Path) -> list[dict]:
                                   f"{c['spread']!r}")
             if "ceiling" in c:
                 _check_ceiling(c["ceiling"], where)
+            if "assumed" in c and not (isinstance(c["assumed"], dict) and set(c["assumed"]) == {"experiment"}
+                                       and isinstance(c["assumed"]["experiment"], str)
+                                       and c["assumed"]["experiment"].count("/") == 1):
+                raise LedgerError(f"{where}: assumed must be {{experiment: <paper>/<name>}} (the tornado experiment "
+                                  f"whose record holds the headline's range over the assumed parameters), got "
+                                  f"{c['assumed']!r}")
             if c.get("metric") and "needs" in c:
                 raise LedgerError(f"{where}: needs follows from the experiments' gpus; state it only for a "
                                   "pending claim (no metric)")
@@ -439,6 +448,43 @@ def _apply_spread(claim: dict, side: Side, card_root: Path | None) -> None:
         side.details.append(text)
 
 
+def assumed_range(rec: dict) -> tuple[float, float, float, str]:
+    """A tornado record's (baseline, lowest, highest headline over the assumed parameters' ranges,
+    the parameter that moves it most): repro.sim.sensitivity.tornado_summary's metrics and tag."""
+    m = rec["metrics"]
+    return (float(m["assumed_base"]), float(m["assumed_min"]), float(m["assumed_max"]),
+            (rec.get("tags") or {}).get("assumed_largest", ""))
+
+
+def _apply_assumed(claim: dict, side: Side, find, judge: bool = True) -> None:
+    """The headline's range over the assumed parameters, from the claim's tornado run on the same
+    card (``find``, as for the ceiling). With ``judge``, a judged side whose range straddles the
+    target (the target holds at one end and not at the other) becomes ``inconclusive``: the verdict
+    rests on an assumption. A claim whose ledger names no tornado says nothing."""
+    spec = claim.get("assumed")
+    if not spec or _nan(side.value):
+        return
+    exp = spec["experiment"]
+    rec, why = find(exp)
+    if rec is None or not {"assumed_base", "assumed_min", "assumed_max"} <= set(rec.get("metrics") or {}):
+        side.details.append(f"assumed parameters: their range is unknown ({why or f'{exp} has no tornado metrics'})")
+        return
+    base, low, high, largest = assumed_range(rec)
+    n = int(rec["metrics"].get("assumed_parameters", 0))
+    moves = f"assumed parameters move it {low:.3g}-{high:.3g}: {largest or 'none'} the most"
+    tail = (f" ({n} parameters, one at a time over their stated ranges; tornado chart {layout.figure_path(exp)}, "
+            f"record {record_path(rec)}"
+            + (f"; its baseline {base:.4g} is not this row's value" if abs(base - float(side.value)) >
+               1e-6 * max(1.0, abs(base)) else "") + ")")
+    cond = {"target": claim["target"], "direction": claim["direction"]}
+    if judge and side.verdict in JUDGED and _holds(cond, low) != _holds(cond, high):
+        side.verdict = "inconclusive"
+        side.details.insert(0, f"inconclusive: the {moves}, across the target "
+                               f"({claim['direction']} {_fmt(claim['target'])}){tail}")
+    else:
+        side.details.append(moves + tail)
+
+
 def is_difference(unit: str, target) -> bool:
     """A claim compared by measured - target (not by their ratio): its unit is points or percent, or
     its target is <= 0 (where a ratio means nothing). The picture places these claims the same way."""
@@ -640,6 +686,7 @@ def _reference_side_on(claim: dict, reference_root: Path, results: Path, config_
             " (its record's tags and tables say why)"))
     side = _judged(claim, refs, claim.get("timing"))
     _apply_spread(claim, side, Path(reference_root) / gpu if gpu else None)
+    _apply_assumed(claim, side, _reference_ceiling(reference_root, gpu))
     _apply_ceiling(claim, side, _reference_ceiling(reference_root, gpu))
     side.details += [f"{exp}: a CPU step, from this machine's paper-scale run" for exp in local]
     for exp, rec in refs.items():
@@ -661,6 +708,7 @@ def here_side(claim: dict, results: Path) -> Side:
     if all(r["scale"] == "paper" for r in local.values()):
         side = _judged(claim, local, claim.get("timing"))
         _apply_spread(claim, side, Path(results))  # repeats below results/, as the reference mirrors it
+        _apply_assumed(claim, side, _here_ceiling(results, {"paper"}))
         _apply_ceiling(claim, side, _here_ceiling(results, {"paper"}))
         return side
     conds = _conditions(claim)
@@ -672,6 +720,7 @@ def here_side(claim: dict, results: Path) -> Side:
     side.details += [f"{'/'.join(scales)}-scale value here: {_condition_text(c, v, None)}"
                      + (f" (an estimate: {ESTIMATE_PREFIX}{c.get('key')})" if estimated else "")
                      for c, v, estimated in values if v is not None]
+    _apply_assumed(claim, side, _here_ceiling(results, set(scales)), judge=False)
     return side
 
 
@@ -720,7 +769,8 @@ def evaluate(claim: dict, results: Path, reference_root: Path, config_root: Path
                    reference_verdict="pending", here_verdict="pending", here_why="not implemented yet")
         return {**row, **extra}
     row["needs"] = needs_of(claim, config_root)
-    extra["experiments"] = list(dict.fromkeys(c["experiment"] for c in _conditions(claim)))
+    extra["experiments"] = list(dict.fromkeys([*(c["experiment"] for c in _conditions(claim)),
+                                               *([claim["assumed"]["experiment"]] if claim.get("assumed") else [])]))
     sides = card_sides(claim, reference_root, results, config_root)
     ref = reference_side(claim, reference_root, results, config_root, sides=sides)
     here = here_side(claim, results)

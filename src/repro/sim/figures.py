@@ -1,6 +1,7 @@
-"""The sensitivity figure every simulator paper draws from ``repro.sim.sensitivity.study``'s tables:
-a bar per screened parameter (largest relative change of any headline number, the threshold
-dotted) and a curve per sensitive parameter (each headline vs the parameter, the default marked)."""
+"""The figures every model paper draws from ``repro.sim.sensitivity``'s tables: the sensitivity figure
+(``study``: a bar per screened parameter, largest relative change of any headline number, the
+threshold dotted, and a curve per sensitive parameter) and the tornado chart (``tornado``: the
+claim's headline at each assumed parameter's low and high end, the baseline and the target marked)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker as ticker  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 import pandas as pd  # noqa: E402
 
 
@@ -46,4 +48,29 @@ def sensitivity(screen: pd.DataFrame, curves: pd.DataFrame, headlines: dict[str,
         ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
         ax.xaxis.set_minor_formatter(ticker.NullFormatter())
         ax.set_title(key, fontsize=8)
+    return fig
+
+
+def tornado(table: pd.DataFrame, target: float | None, metric: str, model: str) -> plt.Figure:
+    """``table``: repro.sim.sensitivity.tornado's. One bar per assumed parameter from the baseline to
+    the headline at its low end (blue) and its high end (orange), the largest swing on top, each
+    labelled with its range; a solid line at the baseline value, a dashed one at the claim's target.
+    The caller titles it (``repro.figures.finish``)."""
+    base = float(table["base"].iloc[0])
+    rows = table.sort_values(["swing", "key"], ascending=[True, False], kind="stable")
+    fig, ax = plt.subplots(figsize=(9, 1.4 + 0.3 * len(rows)))
+    for i, r in enumerate(rows.itertuples()):
+        ax.barh(i, r.value_low - base, left=base, color="tab:blue", height=0.7)
+        ax.barh(i, r.value_high - base, left=base, color="tab:orange", height=0.7, alpha=0.85)
+    ax.set_yticks(range(len(rows)), [f"{r.key}  [{r.low:g} .. {r.high:g}]" for r in rows.itertuples()], fontsize=7)
+    ax.axvline(base, color="black", lw=1.2)
+    handles = [Patch(color="tab:blue", label="at the low end"), Patch(color="tab:orange", label="at the high end"),
+               plt.Line2D([], [], color="black", lw=1.2, label=f"baseline {base:.3g}")]
+    if target is not None:
+        ax.axvline(target, color="firebrick", ls="--", lw=1.2)
+        handles.append(plt.Line2D([], [], color="firebrick", ls="--", lw=1.2, label=f"claim's target {target:.3g}"))
+    values = [base, *rows["value_low"], *rows["value_high"]]
+    ax.set(xlabel=f"{metric}, one assumed parameter at an end of its range, the rest at their defaults",
+           title=f"{model}: {metric} over each assumed parameter's range ({min(values):.3g} to {max(values):.3g})")
+    ax.legend(handles=handles, fontsize=7, loc="best")
     return fig

@@ -1,5 +1,9 @@
 """One-at-a-time screening of assumed parameters: how far each moves a model's headline numbers.
 
+``tornado`` evaluates the claim's headline metric at each assumed parameter's plausible low and high
+end (a ``Span``: the range and why), the others at their defaults; its table, sorted by swing, is the
+tornado chart beside the claim's verdict, and ``tornado_summary`` the range the report shows.
+
 ``screen`` evaluates ``headline(overrides)`` at the defaults and with each assumed parameter scaled
 by each factor; a parameter whose largest relative change of any headline exceeds ``threshold``
 is *sensitive* and gets a curve (``curve``) in the paper's sensitivity figure. A headline's keys
@@ -7,11 +11,14 @@ starting with ``_`` are carried along but not screened."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import pandas as pd
 
 from repro.sim.engine import pool_map
+from repro.sim.params import ParamError
 
 Headline = Callable[[dict], dict[str, float]]
 
@@ -99,3 +106,63 @@ def summarize(screen: pd.DataFrame, base: dict, headlines: dict[str, str], thres
     tags = {"kind": "model", "sensitive": ",".join(sorted(worst[worst > threshold].index)),
             "largest": str(worst.idxmax())}
     return metrics, tags
+
+
+@dataclass
+class Span:
+    """An assumed parameter's plausible range and why. In the parameter's own unit; for a field of
+    every scene / game / network at once, factors of each one's value (the default is then 1)."""
+
+    low: float = math.nan
+    high: float = math.nan
+    why: str = ""
+
+
+def check_spans(spans: dict[str, Span], defaults: dict[str, float]) -> None:
+    """Every assumed parameter has a span, every span names an assumed parameter, and each range holds
+    its default and says why."""
+    if missing := sorted(set(defaults) - set(spans)):
+        raise ParamError(f"spans: no range for the assumed parameter(s) {', '.join(missing)}")
+    if unknown := sorted(set(spans) - set(defaults)):
+        raise ParamError(f"spans: {', '.join(unknown)}: not an assumed parameter (assumed: {', '.join(sorted(defaults))})")
+    for key, s in spans.items():
+        if not (0 < s.low <= defaults[key] <= s.high < math.inf):
+            raise ParamError(f"spans.{key}: need 0 < low <= default ({defaults[key]:g}) <= high, got {s.low!r} to {s.high!r}")
+        if not str(s.why).strip():
+            raise ParamError(f"spans.{key}.why: say why this range is plausible")
+
+
+def order_by_swing(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows sorted by swing, the largest first (ties by key): the headline's extent over the row's low
+    end, high end and the baseline."""
+    ends = table[["value_low", "value_high", "base"]]
+    table = table.assign(swing=ends.max(axis=1) - ends.min(axis=1))
+    return table.sort_values(["swing", "key"], ascending=[False, True], kind="stable").reset_index(drop=True)
+
+
+def tornado(headline: Headline, defaults: dict[str, float], spans: dict[str, Span], metric: str, mapper=map,
+            progress=_no_progress) -> tuple[pd.DataFrame, float, float]:
+    """The headline's ``metric`` at the baseline and at each span's low and high end, one parameter
+    at a time. Returns (one row per parameter: key, default, low, high, why, value_low, value_high,
+    base, swing; sorted by swing), the baseline value, and the simulated events summed from the
+    headlines' ``_events`` (0 where they report none)."""
+    check_spans(spans, defaults)
+    keys = sorted(spans)
+    points = [{}] + [{key: end} for key in keys for end in (spans[key].low, spans[key].high)]
+    results = list(progress(mapper(headline, points), total=len(points), desc="tornado"))
+    got = [r[metric] for r in results]
+    base = got[0]
+    rows = [dict(key=key, default=defaults[key], low=spans[key].low, high=spans[key].high, why=spans[key].why,
+                 value_low=got[1 + 2 * i], value_high=got[2 + 2 * i], base=base) for i, key in enumerate(keys)]
+    return order_by_swing(pd.DataFrame(rows)), base, float(sum(r.get("_events", 0.0) for r in results))
+
+
+def tornado_summary(table: pd.DataFrame, base: float) -> tuple[dict, dict]:
+    """The metrics and tags every tornado experiment reports: the baseline headline, its lowest and
+    highest value over the assumed parameters' ranges, how many parameters, and which moves it most."""
+    values = [base, *table["value_low"], *table["value_high"]]
+    top = order_by_swing(table).iloc[0] if len(table) else None
+    metrics = {"assumed_base": float(base), "assumed_min": float(min(values)), "assumed_max": float(max(values)),
+               "assumed_parameters": float(len(table)), "assumed_largest_swing": float(top["swing"]) if top is not None
+               else 0.0}
+    return metrics, {"kind": "model", "assumed_largest": "" if top is None else str(top["key"])}

@@ -19,7 +19,7 @@ from repro.papers.oovr.scenes import SceneSpec
 from repro.papers.oovr.system import ARMS, ASSUMED, SystemParams
 from repro.sim import sensitivity
 from repro.sim.curves import crossing
-from repro.sim.engine import simulation_speed
+from repro.sim.engine import pool_map, simulation_speed
 from repro.sim.params import ParamError
 
 
@@ -39,6 +39,8 @@ class OOVRParams:
     factors: list[float] = field(default_factory=lambda: [0.5, 2.0])  # screening of each assumed parameter
     curve_factors: list[float] = field(default_factory=lambda: [0.25, 0.5, 2.0, 4.0])  # those in factors are reused
     threshold: float = 0.10  # a parameter moving a headline number by more than this gets a curve
+    spans: dict[str, sensitivity.Span] = field(default_factory=dict)  # tornado: assumed key -> range and why
+    target: float = math.nan  # tornado: the claim's target (config/claims/oovr.yaml), drawn on the chart
 
 
 def _run(p: OOVRParams, ctx: Context, system: SystemParams | None = None, scenes=None, arms=None):
@@ -138,3 +140,17 @@ def sensitivity_screen(p: OOVRParams, ctx: Context) -> Result:
         screen, base, {"base_speedup": "speedup", "base_traffic_reduction": "traffic_reduction"}, p.threshold)
     metrics.update(simulation_speed(events, time.perf_counter() - t0, ctx.log, "oovr"))
     return Result(metrics=metrics, tables={"screen": screen, "curves": curves}, tags=tags)
+
+
+@experiment(params=OOVRParams, needs_gpu=False)
+def tornado(p: OOVRParams, ctx: Context) -> Result:
+    """The claim's headline (speedup) at each assumed parameter's low and high end (``spans``: range
+    and why), the others at their defaults: tornado.csv sorted by swing, and the range it spans."""
+    model.check(p.system, p.scenes, p.arms, p.frames)
+    t0 = time.perf_counter()
+    with pool_map(p.workers) as mapper:
+        table, base, events = sensitivity.tornado(Headline(p.system, p.scenes, p.frames, ctx.seed), assumed_keys(p), p.spans, "speedup",
+                                                  mapper, ctx.progress)
+    metrics, tags = sensitivity.tornado_summary(table, base)
+    metrics.update(simulation_speed(events, time.perf_counter() - t0, ctx.log, "oovr"))
+    return Result(metrics=metrics, tables={"tornado": table}, tags=tags)

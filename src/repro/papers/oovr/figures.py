@@ -72,3 +72,10 @@ def sensitivity(run_dir: Path) -> plt.Figure:
                                   {"speedup": "speedup (x)", "traffic_reduction": "traffic reduction"},
                                   record.get("params", {}).get("threshold", 0.10), "OO-VR")
     return finish(fig, f"{TITLE}: sensitivity of the headline", record, fontsize=9)
+
+
+def tornado(run_dir: Path) -> plt.Figure:
+    run_dir, record = open_run(run_dir)
+    fig = sim_figures.tornado(pd.read_csv(run_dir / "tornado.csv"), record.get("params", {}).get("target"),
+                              "speedup over the best earlier arm (x, geomean)", "OO-VR")
+    return finish(fig, f"{TITLE}: the headline over each assumed parameter's range", record, fontsize=9)

@@ -1,6 +1,7 @@
 """Figures of PIM-CapsNet: the characterisation (points.csv: routing share and launches against
 batch, eager and fused) and the model (sweep.csv: speedup and energy saving against the vaults'
-internal bandwidth, one line per configuration at its largest batch)."""
+internal bandwidth, one line per configuration at its largest batch) and the tornado chart
+(tornado.csv: the speedup at each assumed parameter's low and high end)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from repro.figures import run_record, run_subtitle  # noqa: E402
+from repro.figures import finish, open_run, run_record, run_subtitle  # noqa: E402
+from repro.sim import figures as sim_figures  # noqa: E402
 
 
 def characterise(run_dir: Path) -> plt.Figure:
@@ -53,3 +55,12 @@ def model(run_dir: Path) -> plt.Figure:
     fig.suptitle("PIM-CapsNet model, GPU side measured\n" + run_subtitle(run_record(run_dir), "gpu_side"), fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def tornado(run_dir: Path) -> plt.Figure:
+    run_dir, record = open_run(run_dir)
+    target = record.get("params", {}).get("target")
+    fig = sim_figures.tornado(pd.read_csv(run_dir / "tornado.csv"), target,
+                              "speedup over GPU only (x, geomean)", "PIM-CapsNet model")
+    return finish(fig, "PIM-CapsNet model: the headline over each assumed parameter's range", record, "gpu_side",
+                  fontsize=9)

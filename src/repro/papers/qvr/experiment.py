@@ -5,6 +5,7 @@ assumed parameter. All run on the CPU (``gpus: 0``); metrics include ``events_pe
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass, field, fields
 
@@ -16,7 +17,7 @@ from repro.papers.qvr.system import ARMS, ASSUMED, SystemParams
 from repro.papers.qvr.workload import GameSpec
 from repro.sim import sensitivity
 from repro.sim.curves import crossing
-from repro.sim.engine import simulation_speed
+from repro.sim.engine import pool_map, simulation_speed
 from repro.sim.network import NetworkProfile
 from repro.sim.params import ParamError
 
@@ -37,6 +38,8 @@ class QVRParams:
     factors: list[float] = field(default_factory=lambda: [0.5, 2.0])
     curve_factors: list[float] = field(default_factory=lambda: [0.25, 0.5, 2.0, 4.0])  # those in factors are reused
     threshold: float = 0.10
+    spans: dict[str, sensitivity.Span] = field(default_factory=dict)  # tornado: assumed key -> range and why
+    target: float = math.nan  # tornado: the claim's target (config/claims/qvr.yaml), drawn on the chart
 
 
 def _check(p: QVRParams) -> None:
@@ -155,3 +158,17 @@ def sensitivity_screen(p: QVRParams, ctx: Context) -> Result:
                                           p.threshold)
     metrics.update(simulation_speed(events, time.perf_counter() - t0, ctx.log, "qvr"))
     return Result(metrics=metrics, tables={"screen": screen, "curves": curves}, tags=tags)
+
+
+@experiment(params=QVRParams, needs_gpu=False)
+def tornado(p: QVRParams, ctx: Context) -> Result:
+    """The claim's headline (speedup) at each assumed parameter's low and high end (``spans``: range
+    and why), the others at their defaults: tornado.csv sorted by swing, and the range it spans."""
+    _check(p)
+    t0 = time.perf_counter()
+    with pool_map(p.workers) as mapper:
+        table, base, events = sensitivity.tornado(Headline(p.system, p.games, p.networks, p.duration_s, ctx.seed), assumed_keys(p), p.spans, "speedup",
+                                                  mapper, ctx.progress)
+    metrics, tags = sensitivity.tornado_summary(table, base)
+    metrics.update(simulation_speed(events, time.perf_counter() - t0, ctx.log, "qvr"))
+    return Result(metrics=metrics, tables={"tornado": table}, tags=tags)
