@@ -188,3 +188,18 @@ def test_ideal_sizes_round_to_whole_tiles():
     assert ideal_sizes(4096, 11008, 0.875) == (1472, 3904)  # 1448.2 -> 1472, 3891.9 -> 3904
     assert ideal_sizes(70, 150, 0.75) == (64, 64)  # 35 and 75 round to at least one tile
     assert ideal_sizes(33, 20, 0.5) == (23, 14)  # below one tile: rounded, not padded
+
+
+def test_bert_layer_speedup_weights_each_gemm_by_its_count():
+    """The papers' statistic: one encoder layer's GEMM time, dense over the method's, the 768 x 768
+    GEMM counted four times (Q, K, V, output); absent when a GEMM of the layer did not run."""
+    import pandas as pd
+
+    from repro.papers.sparse_gemm.bench import bert_layer_speedups
+
+    bt = pd.DataFrame({"dense": [10.0, 40.0, 40.0], "tw": [5.0, 10.0, 30.0], "sbw": [float("nan"), 1.0, 1.0]},
+                      index=pd.MultiIndex.from_tuples([(768, 768), (768, 3072), (3072, 768)], names=["k", "n"]))
+    got = bert_layer_speedups(bt)
+    assert got["tw_bert_layer_speedup_75_fp16"] == pytest.approx((4 * 10 + 40 + 40) / (4 * 5 + 10 + 30))
+    assert "sbw_bert_layer_speedup_75_fp16" not in got  # one GEMM missing: no layer time
+    assert bert_layer_speedups(bt.drop(index=(3072, 768))) == {}

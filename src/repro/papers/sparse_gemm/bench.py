@@ -411,7 +411,29 @@ def summarize(df: pd.DataFrame, sparsities) -> dict[str, float]:
         for method in ("tw", "sbw"):
             if method in bt:
                 metrics[f"{method}_geomean_speedup_75_bert_fp16"] = _geomean(bt["dense"] / bt[method])
+        metrics.update(bert_layer_speedups(bt))
     return metrics
+
+
+# One BERT-base encoder layer's GEMMs at 12800 tokens as (K, N): count. Q, K, V and the attention
+# output are 768 x 768 each, then the feed-forward's 768 -> 3072 and 3072 -> 768.
+BERT_LAYER = {(768, 768): 4, (768, 3072): 1, (3072, 768): 1}
+
+
+def bert_layer_speedups(bt: pd.DataFrame) -> dict[str, float]:
+    """The papers' own statistic: the speedup of the computation-intensive layers of a Transformer
+    (Shfl-BW: "accelerate the computation-intensive layers of Transformer by 1.81, 4.18 and 1.90x";
+    TW: "1.95x speedup over the dense model", BERT): one encoder layer's GEMM time, dense over the
+    method's, each GEMM counted as often as the layer runs it. ``bt``: t_us by (k, n) x method, fp16,
+    75 %. Absent unless every GEMM of the layer ran for dense and the method."""
+    out = {}
+    if any(kn not in bt.index for kn in BERT_LAYER) or "dense" not in bt:
+        return out
+    layer = bt.loc[list(BERT_LAYER)].mul(pd.Series(BERT_LAYER.values(), index=bt.loc[list(BERT_LAYER)].index), axis=0)
+    for method in ("ideal", "identity", "tw", "sbw", "tvw", "nm24", "bsr"):
+        if method in layer and layer[method].notna().all():
+            out[f"{method}_bert_layer_speedup_75_fp16"] = float(layer["dense"].sum() / layer[method].sum())
+    return out
 
 
 @experiment(params=BenchParams, needs_gpu=False)
