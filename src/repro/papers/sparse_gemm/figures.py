@@ -1,7 +1,8 @@
 """Figures of the sparse-GEMM runs, in the papers' style.
 
 gemm_bench  per dtype (rows) and sparsity (columns): speedup over cuBLAS dense per GEMM shape, bars per
-            method (the TW paper's Fig. 13 / Shfl-BW's Fig. 8 style), the ideal shrunk GEMM among them;
+            method (the TW paper's Fig. 13 / Shfl-BW's Fig. 8 style), the ideal shrunk GEMM and ours on the
+            unpruned layer (the kernel's quality) among them;
             then ours as a fraction of the ideal, with the 0.8 target.
 prune_arm   one arm's test top-1 per epoch, its phases shaded.
 compare     top-1 against sparsity per pattern (the TW paper's accuracy-sparsity curves), dense as a line.
@@ -19,10 +20,12 @@ from repro.figures import run_record, run_subtitle
 
 COLORS = {"ideal": "0.6", "nm24": "tab:purple", "bsr": "tab:brown", "csr": "tab:pink", "tw": "tab:blue",
           "sbw": "tab:orange", "tvw": "tab:green", "tvw_dense_mma": "tab:olive", "unstructured": "0.3",
+          "identity": "tab:cyan",
           "nm": "tab:purple", "dense": "black"}
 NAMES = {"ideal": "ideal (shrunk, cuBLAS)", "nm24": "2:4 (cuSPARSELt, 50 %)", "bsr": "BSR", "csr": "CSR (cuSPARSE)",
          "tw": "TW (ours)", "sbw": "Shfl-BW (ours)", "tvw": "TVW (ours, cuSPARSELt)",
-         "tvw_dense_mma": "TVW packing, dense MMA", "unstructured": "unstructured", "nm": "2:4"}
+         "tvw_dense_mma": "TVW packing, dense MMA", "unstructured": "unstructured", "nm": "2:4",
+         "identity": "ours unpruned (kernel quality)"}
 
 
 def _shape(r) -> str:
@@ -46,7 +49,7 @@ def gemm_bench(run_dir: Path):
     record = run_record(run_dir)
     dtypes = list(dict.fromkeys(df.dtype))
     sparsities = sorted(df.sparsity.unique())
-    speed_methods = [m for m in ("ideal", "nm24", "bsr", "csr", "tw", "sbw", "tvw") if df[df.method == m].t_us.notna().any()]
+    speed_methods = [m for m in ("ideal", "identity", "nm24", "bsr", "csr", "tw", "sbw", "tvw") if df[df.method == m].t_us.notna().any()]
     ours = [m for m in ("tw", "sbw", "tvw", "tvw_dense_mma") if df[df.method == m].t_us.notna().any()]
     rows = 2 * len(dtypes)
     fig = Figure(figsize=(5.5 * len(sparsities), 3.4 * rows))
