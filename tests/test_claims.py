@@ -737,3 +737,15 @@ def test_a_malformed_assumed_field_is_named(tmp_path):
                                                    target=1, direction=">=", assumed="k/tornado")]}))
     with pytest.raises(claims.LedgerError, match=r"x.y.*assumed must be \{experiment: <paper>/<name>\}"):
         claims.load_ledger(bad)
+
+
+def test_a_ratio_unit_that_mentions_a_percentage_stays_a_ratio():
+    """A unit starting with "x" is judged as a ratio even where its description has a "%" (the
+    sparsity "75 %"): its miss reads as a share of the ceiling, not a gap in the unit."""
+    from repro.report.claims import is_difference, share_of_ceiling
+
+    unit = "x over dense cuBLAS, one BERT-base encoder layer's GEMM time (fp16, 75 %)"
+    assert not is_difference(unit, 1.95)
+    assert is_difference("% top-1", 90) and is_difference("top-1 points lost", 0.5)
+    share, text = share_of_ceiling({"direction": ">=", "unit": unit, "target": 1.95}, 1.3, 3.0)
+    assert share == pytest.approx(1.3 / 3.0) and text == "0.433 of its ceiling"

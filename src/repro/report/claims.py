@@ -487,8 +487,12 @@ def _apply_assumed(claim: dict, side: Side, find, judge: bool = True) -> None:
 
 def is_difference(unit: str, target) -> bool:
     """A claim compared by measured - target (not by their ratio): its unit is points or percent, or
-    its target is <= 0 (where a ratio means nothing). The picture places these claims the same way."""
-    return target is None or target <= 0 or bool(re.search(r"\bpoints?\b|%", unit))
+    its target is <= 0 (where a ratio means nothing). A unit that starts with "x" is a ratio whatever
+    its description says after ("x over dense ... (fp16, 75 %)"). The picture places these claims the
+    same way."""
+    if target is None or target <= 0:
+        return True
+    return not re.match(r"x\b", unit.strip()) and bool(re.search(r"\bpoints?\b|%", unit))
 
 
 def _nan(x) -> bool:
