@@ -472,7 +472,9 @@ def _apply_assumed(claim: dict, side: Side, find, judge: bool = True) -> None:
     base, low, high, largest = assumed_range(rec)
     n = int(rec["metrics"].get("assumed_parameters", 0))
     moves = f"assumed parameters move it {low:.3g}-{high:.3g}: {largest or 'none'} the most"
-    tail = (f" ({n} parameters, one at a time over their stated ranges; tornado chart {layout.figure_path(exp)}, "
+    card_fig = Path(rec["_dir"]).parents[1] / "figures" / f"{exp}.png"  # a reference run's own figure
+    chart = str(card_fig) if card_fig.exists() else layout.figure_path(exp)
+    tail = (f" ({n} parameters, one at a time over their stated ranges; tornado chart {chart}, "
             f"record {record_path(rec)}"
             + (f"; its baseline {base:.4g} is not this row's value" if abs(base - float(side.value)) >
                1e-6 * max(1.0, abs(base)) else "") + ")")
