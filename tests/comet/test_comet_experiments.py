@@ -121,6 +121,10 @@ def test_sz3_reference(arms, prepared, tmp_path):
     m, table = result.metrics, result.tables["sz3"]
     assert m["ours_ratio_eb0.05"] > 1.5 and m["ours_max_err_over_eb"] <= 1.0
     assert len(table) >= 10 and (table.ours_max_err <= table.eb).all()
+    # the entropy stages' size model over the same codes: per tensor, no larger than the bit planes
+    # plus their own per-block offsets and code book
+    assert (table.huffman_bytes > 0).all() and m["huffman_ratio_eb0.05"] > 1
+    assert m["huffman_runs_ratio_eb0.05"] > 1 and "size model" in result.tags["huffman"]
     try:
         import pysz  # noqa: F401
     except ImportError:

@@ -186,12 +186,9 @@ def _plane_order(z: np.ndarray) -> np.ndarray:
 LANES = np.uint32(1) << np.arange(32, dtype=np.uint32)
 
 
-def compress(x, eb: float) -> Compressed:
-    """Compress float32 data (any shape, flattened in C order) with absolute error bound eb."""
-    x = _as_float32(x)
-    eb32 = check_eb(eb)
-    check_finite(x)
-    blocks = _blocks(x)
+def block_codes(blocks: np.ndarray, eb32: np.float32) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Steps 1-3 of the format for (nb, BLOCK) float32 blocks: (anchors int32, codes z uint32 (nb,
+    BLOCK), widths uint8: 0 elided, 1..24 coded, RAW)."""
     q, ok = quantize(blocks, eb32)
     raw = ~ok.all(axis=1)
     q[raw] = 0  # a raw block's codes are not used; its anchor is 0
@@ -200,6 +197,16 @@ def compress(x, eb: float) -> Compressed:
     z = zigzag(d)
     widths = bit_length(np.bitwise_or.reduce(z, axis=1)).astype(np.uint8)
     widths[raw] = RAW
+    return anchors, z, widths
+
+
+def compress(x, eb: float) -> Compressed:
+    """Compress float32 data (any shape, flattened in C order) with absolute error bound eb."""
+    x = _as_float32(x)
+    eb32 = check_eb(eb)
+    check_finite(x)
+    blocks = _blocks(x)
+    anchors, z, widths = block_codes(blocks, eb32)
     sizes = 32 * widths.astype(np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     payload = np.zeros(int(offsets[-1]), dtype=np.uint32)
