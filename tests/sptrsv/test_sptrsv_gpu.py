@@ -85,6 +85,17 @@ def test_single_gpu_experiment_tiny(tmp_path, kernels_dir):
     assert r.metrics["n_incorrect"] == 0 and r.metrics["n_matrices"] == 2
     pts = r.tables["points"]
     assert (pts["cusparse_solve_ms"] > 0).all() and (pts["speedup_syncfree_thread"] > 0).all()
+    assert (pts["ceiling_ms"] == pts["levels"] * r.metrics["hop_us"] / 1e3).all()
+    assert r.metrics["geomean_ceiling_speedup_deep"] > 0
+
+
+def test_hop_latency(kernels_dir):
+    """One dependency between two blocks carries its value every hop and costs between 0.1 and 20 us
+    (about 1.1 us on an idle H100)."""
+    from repro.papers.sptrsv.bench import hop_latency
+
+    hop = hop_latency(kernels_dir, rounds=2000, repeats=3)
+    assert 0.1 < hop["hop_us_min"] <= hop["hop_us"] <= hop["hop_us_max"] < 20
 
 
 two_gpus = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")

@@ -98,6 +98,8 @@ class SingleGPUParams:
     min_repeats: int = 3  # at least, however slow the solver
     target_s: float = 0.5  # GPU time per method and matrix that sizes the repeats
     analysis_repeats: int = 5
+    hop_rounds: int = 20000  # ping-pong round trips per launch of the hop-latency kernel (the ceiling)
+    hop_repeats: int = 5  # its launches (median)
     tol: float = 1e-10  # backward error and difference from cuSPARSE's x
 
 
@@ -109,12 +111,14 @@ def single_gpu(p: SingleGPUParams, ctx: Context) -> Result:
     if "cusparse" not in p.methods:
         raise ValueError(f"methods must include cusparse (the speedups' denominator), got {p.methods}")
     kernels_dir = Path(ctx.inputs["kernels"]) if "kernels" in ctx.inputs else kernels.default_dir()
-    rows = [bench.measure(spec, p, kernels_dir, ctx.seed + i, ctx.log)
+    hop = bench.hop_latency(kernels_dir, p.hop_rounds, p.hop_repeats)  # on the idle GPU, before the solvers
+    ctx.log.info("hop latency %.3f us (median; %.3f-%.3f)", hop["hop_us"], hop["hop_us_min"], hop["hop_us_max"])
+    rows = [bench.measure(spec, p, kernels_dir, ctx.seed + i, ctx.log, hop["hop_us"])
             for i, spec in enumerate(ctx.progress(specs(p.matrices), desc="sptrsv"))]
     df = pd.DataFrame(rows)
     for _, r in df[~df["ok"]].iterrows():
         ctx.log.error("%s: a solver's x is off by more than tol=%g", r.matrix, p.tol)
-    return Result(metrics=bench.summarize(df), tables={"points": df},
+    return Result(metrics={**bench.summarize(df), **hop}, tables={"points": df},
                   tags={"timing": "CUDA events, median; levels computed on the host (wall clock)",
                         "gpu": _gpu_name()})
 

@@ -21,8 +21,28 @@
 // A row that waits longer than `spin_limit` clock cycles stops waiting, records itself in
 // *stalled (which starts at -1) and goes on with what it has, so a stalled solve ends with an
 // error the host reports instead of hanging the GPU.
+//
+// Hop latency (`hop_latency`): the sync-free solve's unit of latency, one dependency passed
+// between two thread blocks: write the value, release a flag, the other block acquire-polls the
+// flag and reads the value. Blocks 0 and 1 play ping-pong for `rounds` round trips (2 hops each);
+// block 0 times the loop with %globaltimer, so launch overhead is not in it. A solve whose
+// levels each wait for one such hop takes at least levels x hop: the ceiling in bench.py.
 
 #include <cstdint>
+
+__device__ __forceinline__ int load_acquire(const int* p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void store_release(int* p, int v) {
+    asm volatile("st.release.gpu.global.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned long long global_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
 
 __device__ __forceinline__ int load_volatile(const int* p) { return *(const volatile int*)p; }
 __device__ __forceinline__ double load_volatile(const double* p) { return *(const volatile double*)p; }
@@ -110,5 +130,42 @@ extern "C" __global__ void syncfree_thread(const int* __restrict__ colptr, const
         atomicAdd(left_sum + r, val[p] * xi);
         __threadfence();
         atomicAdd(count + r, 1);
+    }
+}
+
+// flags and payload: the two directions on separate 128-byte lines (flags[0], flags[32];
+// payload[0], payload[16]); payload[32] gets the last value (2 x rounds when every hop carried
+// its value), elapsed_ns[0] the loop's time. Flags start at 0.
+extern "C" __global__ void hop_latency(double* payload, int* flags, int rounds, long long* elapsed_ns,
+                                       long long spin_limit, int* stalled) {
+    if (threadIdx.x != 0 || blockIdx.x > 1) return;
+    const bool ping = blockIdx.x == 0;
+    int* mine = flags + (ping ? 0 : 32);
+    const int* theirs = flags + (ping ? 32 : 0);
+    double* out = payload + (ping ? 0 : 16);
+    const double* in = payload + (ping ? 16 : 0);
+    const long long start = clock64();
+    const unsigned long long t0 = global_ns();
+    double v = 0.0;
+    for (int k = 1; k <= rounds; ++k) {
+        if (ping) {
+            *out = v + 1.0;
+            store_release(mine, k);
+        }
+        while (load_acquire(theirs) != k) {
+            if (clock64() - start > spin_limit) {
+                atomicCAS(stalled, -1, k);
+                return;
+            }
+        }
+        v = *(const volatile double*)in;
+        if (!ping) {
+            *out = v + 1.0;
+            store_release(mine, k);
+        }
+    }
+    if (ping) {
+        elapsed_ns[0] = (long long)(global_ns() - t0);
+        payload[32] = v;
     }
 }
