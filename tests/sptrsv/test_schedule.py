@@ -119,3 +119,37 @@ def test_solvers_refuse_a_singular_matrix():
     for solve in (schedule.levelset_solve, schedule.syncfree_solve):
         with pytest.raises(M.MatrixError, match="singular: zero or missing diagonal at row 1"):
             solve(L, np.ones(3))
+
+
+@pytest.mark.parametrize("variant", ["push", "pull"])
+@pytest.mark.parametrize("blocks, threads, seed, fraction", [(4, 32, 0, 0.5), (1, 8, 1, 1.0), (7, 64, 2, 0.1),
+                                                             (3, 256, 3, 0.5)])
+def test_chunked_v2_schedule(case, variant, blocks, threads, seed, fraction):
+    """The v2 kernels' schedule (chunks of the level order, shared arrays inside a chunk) in an
+    adversarial order, any number of persistent blocks."""
+    L, b, ref = case
+    x, trace = schedule.chunked_solve(L, b, variant, blocks=blocks, threads=threads, seed=seed, run_fraction=fraction)
+    assert rel(x, ref) <= TOL
+    assert trace.shared_deps + trace.global_deps == L.nnz - L.shape[0]
+    assert trace.chunks == -(-L.shape[0] // threads)
+    pos = schedule.positions(schedule.analyse(L).perm)
+    assert trace.shared_fraction == pytest.approx(schedule.shared_fraction(L, pos, threads))
+
+
+def test_a_chunk_order_against_the_dependencies_deadlocks():
+    """The twin detects what the kernels would do with rows handed out before their dependencies."""
+    L = M.poisson((6, 5))
+    a = schedule.analyse(L)
+    backwards = schedule.Analysis(level=a.level, perm=a.perm[::-1].copy(), level_ptr=a.level_ptr,
+                                  critical_path=a.critical_path, need=a.need)
+    for variant in ("push", "pull"):
+        with pytest.raises(RuntimeError, match="deadlocked"):
+            schedule.chunked_solve(L, np.ones(30), variant, blocks=2, threads=4, analysis=backwards)
+
+
+def test_positions_and_the_v2_rule():
+    perm = np.array([2, 0, 3, 1])
+    assert schedule.positions(perm).tolist() == [1, 3, 0, 2]
+    assert schedule.v2_variant(5.0) == "pull" and schedule.v2_variant(schedule.PULL_MAX_ROW_NNZ + 0.5) == "push"
+    with pytest.raises(ValueError, match="v2 variant must be"):
+        schedule.chunked_solve(M.poisson((3, 3)), np.ones(9), "warp")

@@ -109,6 +109,18 @@ def test_summary_of_a_points_table():
     assert "geomean_ceiling_speedup_deep" not in m  # no hop measured, no ceiling
 
 
+def test_summary_of_the_v2_pick():
+    """syncfree_v2 is the rule's arm; v2_rule_right_deep counts the deep matrices where it was the faster."""
+    df = pd.DataFrame({"family": ["poisson", "powerlaw", "gallery"], "ok": [True] * 3,
+                       "v2_variant": ["pull", "push", "pull"],
+                       "speedup_syncfree_push": [1.0, 3.0, 1.0], "speedup_syncfree_pull": [2.0, 4.0, 0.5],
+                       "total_speedup_syncfree_push": [1.0] * 3, "total_speedup_syncfree_pull": [1.0] * 3,
+                       "speedup_syncfree_v2": [2.0, 3.0, 0.5], "total_speedup_syncfree_v2": [1.0] * 3})
+    m = summarize(df)
+    assert m["geomean_speedup_syncfree_v2_deep"] == pytest.approx(geomean([2.0, 3.0]))
+    assert m["v2_rule_right_deep"] == 1 and m["geomean_speedup_best_syncfree_deep"] == pytest.approx(geomean([2.0, 4.0]))
+
+
 def test_summary_names_the_ceiling():
     """levels x hop as a speedup over cuSPARSE, over the deep-chain matrices, and the best sync-free
     solve's fraction of it."""
@@ -127,7 +139,7 @@ def test_summary_names_the_ceiling():
 def test_cuda_sources_compile(tmp_path):
     manifest = build(tmp_path, srcs=sorted(KERNELS.glob("*.cu")))
     assert manifest["status"] == "built"
-    assert manifest["kernels"]["sptrsv"]["entries"] == 5 and manifest["kernels"]["sptrsv_multi"]["entries"] == 1
+    assert manifest["kernels"]["sptrsv"]["entries"] == 7 and manifest["kernels"]["sptrsv_multi"]["entries"] == 1
     assert not any(k["spilling_entries"] for k in manifest["kernels"].values())
 
 

@@ -54,13 +54,14 @@ def test_every_solver_matches_scipy(case, kernels_dir):
     made["cusparse"].close()
 
 
-@pytest.mark.parametrize("variant", ["warp", "thread", "levels"])
+@pytest.mark.parametrize("variant", ["warp", "thread", "levels", "push"])
 def test_a_stalled_solve_ends_with_an_error(variant, kernels_dir, monkeypatch):
     from repro.papers.sptrsv import solve
 
     monkeypatch.setattr(solve, "SPIN_LIMIT_CYCLES", 10**6)
     L = M.poisson((30, 20))
-    s = solve.SyncFree(upload(L), cupy.ones(600), kernels_dir, variant)
+    make = solve.SyncFreeV2 if variant == "push" else solve.SyncFree
+    s = make(upload(L), cupy.ones(600), kernels_dir, variant)
     s.analyse()
     s.need[17] += 1  # a dependency that never comes
     s.solve()

@@ -17,7 +17,9 @@ cusparse_solve_ms / ceiling_ms the most any sync-free kernel can reach over cuSP
 Columns of the ``points`` table: the matrix's name, family, rows, nnz, levels, critical_path;
 ``hop_us``, ``ceiling_ms``, ``ceiling_speedup``; per solver ``<s>_analysis_ms``, ``<s>_solve_ms``,
 ``<s>_backward``, ``<s>_vs_cusparse``; speedups ``speedup_<s>`` = cusparse_solve_ms / <s>_solve_ms
-and ``total_speedup_<s>`` with analysis added.
+and ``total_speedup_<s>`` with analysis added; ``<s>_over_ceiling`` = <s>_solve_ms / ceiling_ms.
+``v2_variant`` is the v2 kernel the rule (schedule.v2_variant, by mean row length) picks before
+any timing; where both v2 arms ran, ``syncfree_v2`` columns are the picked arm's.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ import pandas as pd
 from repro.papers.sptrsv import schedule
 from repro.papers.sptrsv.matrices import MatrixSpec
 
-OURS = ("levelset", "syncfree_warp", "syncfree_thread", "syncfree_levels")
-SYNCFREE = ("syncfree_warp", "syncfree_thread", "syncfree_levels")
+OURS = ("levelset", "syncfree_warp", "syncfree_thread", "syncfree_levels", "syncfree_push", "syncfree_pull",
+        "syncfree_v2")
+SYNCFREE = ("syncfree_warp", "syncfree_thread", "syncfree_levels", "syncfree_push", "syncfree_pull")
 
 
 def backward_error(L_gpu, x, b) -> float:
@@ -97,6 +100,7 @@ def measure(spec: MatrixSpec, p, kernels_dir, seed: int, log, hop_us: float = ma
     row = {"matrix": spec.name, "family": spec.kind, **schedule.stats(L, analysis)}
     row["hop_us"] = hop_us
     row["ceiling_ms"] = row["levels"] * hop_us / 1e3
+    row["v2_variant"] = schedule.v2_variant(row["nnz_per_row"])
     m = upload(L)
     b = cupy.asarray(np.random.default_rng(seed).standard_normal(m.n))
     L_gpu = csp.csr_matrix((m.csr[2], m.csr[1], m.csr[0]), shape=(m.n, m.n))
@@ -126,6 +130,11 @@ def measure(spec: MatrixSpec, p, kernels_dir, seed: int, log, hop_us: float = ma
             row[f"total_speedup_{name}"] = ((row["cusparse_analysis_ms"] + row["cusparse_solve_ms"])
                                             / (row[f"{name}_analysis_ms"] + row[f"{name}_solve_ms"]))
         row["ceiling_speedup"] = row["cusparse_solve_ms"] / row["ceiling_ms"]
+        if {"syncfree_push", "syncfree_pull"} <= made.keys():
+            for col in ("analysis_ms", "solve_ms", "over_ceiling"):
+                row[f"syncfree_v2_{col}"] = row[f"syncfree_{row['v2_variant']}_{col}"]
+            for col in ("speedup", "total_speedup"):
+                row[f"{col}_syncfree_v2"] = row[f"{col}_syncfree_{row['v2_variant']}"]
         made["cusparse"].close()
     errs = [row[k] for k in row if k.endswith(("_backward", "_vs_cusparse"))]
     row["ok"] = bool(all(np.isfinite(errs)) and max(errs) <= p.tol)
@@ -160,6 +169,10 @@ def summarize(df: pd.DataFrame) -> dict[str, float]:
         best = deep[sync].max(axis=1)
         metrics["geomean_speedup_best_syncfree_deep"] = geomean(best)
         metrics["min_speedup_best_syncfree_deep"] = float(best.min())
+    if "speedup_syncfree_v2" in df and len(deep):
+        other = deep["v2_variant"].map({"push": "pull", "pull": "push"})
+        unpicked = [deep.at[i, f"speedup_syncfree_{v}"] for i, v in other.items()]
+        metrics["v2_rule_right_deep"] = int((deep["speedup_syncfree_v2"] >= unpicked).sum())
     if "ceiling_speedup" in df:
         metrics["hop_us"] = float(df["hop_us"].median())
         metrics["geomean_ceiling_speedup"] = geomean(df["ceiling_speedup"])

@@ -22,6 +22,23 @@
 // *stalled (which starts at -1) and goes on with what it has, so a stalled solve ends with an
 // error the host reports instead of hanging the GPU.
 //
+// Sync-free v2, the published kernels' quality (`syncfree_push`, `syncfree_pull`): a persistent
+// grid whose blocks take chunks of blockDim.x consecutive rows of the level order (perm; pos is
+// its inverse) from `ticket`, one row a thread, a chunk at a time (every row of a chunk depends
+// only on earlier positions: no deadlock for any grid size). A dependency between two rows of
+// the same chunk goes through shared memory; one between chunks through global memory with one
+// release-ordered update per row (not a fence per non-zero), and the waiter backs off with
+// __nanosleep (at most `max_sleep_ns`) so that hundreds of thousands of pollers leave the L2 to
+// the writers.
+// - `syncfree_push` (CSC push, Liu's counters): row i adds L[r][i] x[i] to r's sum and counts
+//   r's dependency done: in shared memory for r in the chunk, else to left_sum[r] and then, after
+//   one __threadfence for all of them, count[r]. Row r waits until count[r] plus its shared count
+//   reaches need[r]. count and left_sum are zero before each solve.
+// - `syncfree_pull` (CSR pull, write first): row i reads each dependency c once it is ready:
+//   from shared memory for c in the chunk, else x[c] after ready[c] == epoch (an acquire load);
+//   then writes x[i] and releases ready[i] = epoch (st.release: x before the flag). A new epoch
+//   per solve, so the flags need no reset between solves (ready starts at 0, epochs at 1).
+//
 // Hop latency (`hop_latency`): the sync-free solve's unit of latency, one dependency passed
 // between two thread blocks: write the value, release a flag, the other block acquire-polls the
 // flag and reads the value. Blocks 0 and 1 play ping-pong for `rounds` round trips (2 hops each);
@@ -130,6 +147,123 @@ extern "C" __global__ void syncfree_thread(const int* __restrict__ colptr, const
         atomicAdd(left_sum + r, val[p] * xi);
         __threadfence();
         atomicAdd(count + r, 1);
+    }
+}
+
+__device__ __forceinline__ bool spun_out(long long start, long long spin_limit, int* stalled, int row) {
+    if (clock64() - start <= spin_limit) return false;
+    atomicCAS(stalled, -1, row);
+    return true;
+}
+
+__device__ __forceinline__ void back_off(unsigned& ns, unsigned max_ns) {
+    __nanosleep(ns);
+    ns = min(2 * ns, max_ns);
+}
+
+constexpr int CHUNK = 256;  // rows per chunk: the launch's blockDim.x
+
+// The next chunk of the level order for this block, in *chunk; false when every chunk is taken.
+__device__ __forceinline__ bool next_chunk(int* ticket, int* chunk, int n) {
+    __syncthreads();  // the previous chunk's rows are done with the shared arrays
+    if (threadIdx.x == 0) *chunk = atomicAdd(ticket, 1) * CHUNK;
+    __syncthreads();
+    return *chunk < n;
+}
+
+extern "C" __global__ void __launch_bounds__(CHUNK) syncfree_push(
+    const int* __restrict__ colptr, const int* __restrict__ rowidx, const double* __restrict__ val,
+    const double* __restrict__ b, double* __restrict__ x, double* left_sum, int* count,
+    const int* __restrict__ need, const int* __restrict__ perm, const int* __restrict__ pos, int* ticket, int n,
+    unsigned max_sleep_ns, long long spin_limit, int* stalled) {
+    __shared__ double s_sum[CHUNK];
+    __shared__ int s_count[CHUNK];
+    __shared__ int base;
+    const int t = threadIdx.x;
+    while (next_chunk(ticket, &base, n)) {
+        s_sum[t] = 0.0;
+        s_count[t] = 0;
+        __syncthreads();
+        if (base + t < n) {
+            const int i = perm[base + t], want = need[i];
+            const long long start = clock64();
+            unsigned ns = 32;
+            for (int spins = 0;; ++spins) {
+                const int local = *(volatile int*)&s_count[t];
+                if (local + load_acquire(count + i) == want) break;
+                if (spun_out(start, spin_limit, stalled, i)) break;
+                if (spins >= 8) back_off(ns, max_sleep_ns);
+            }
+            __threadfence_block();
+            const int first = colptr[i], end = colptr[i + 1];
+            const double xi = (b[i] - load_volatile(left_sum + i) - *(volatile double*)&s_sum[t]) / val[first];
+            x[i] = xi;
+            bool far = false;
+            for (int p = first + 1; p < end; ++p) {  // dependents in the chunk first: they are the closest
+                const int l = pos[rowidx[p]] - base;
+                if ((unsigned)l < CHUNK) {
+                    atomicAdd(&s_sum[l], val[p] * xi);
+                    __threadfence_block();
+                    atomicAdd(&s_count[l], 1);
+                } else {
+                    far = true;
+                }
+            }
+            if (far) {
+                for (int p = first + 1; p < end; ++p) {
+                    const int r = rowidx[p];
+                    if ((unsigned)(pos[r] - base) >= CHUNK) atomicAdd(left_sum + r, val[p] * xi);
+                }
+                __threadfence();  // once per row: every sum above before any count below
+                for (int p = first + 1; p < end; ++p) {
+                    const int r = rowidx[p];
+                    if ((unsigned)(pos[r] - base) >= CHUNK) atomicAdd(count + r, 1);
+                }
+            }
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(CHUNK) syncfree_pull(
+    const int* __restrict__ rowptr, const int* __restrict__ colidx, const double* __restrict__ val,
+    const double* __restrict__ b, double* x, int* ready, int epoch, const int* __restrict__ perm,
+    const int* __restrict__ pos, int* ticket, int n, unsigned max_sleep_ns, long long spin_limit, int* stalled) {
+    __shared__ double s_x[CHUNK];
+    __shared__ int s_ready[CHUNK];
+    __shared__ int base;
+    const int t = threadIdx.x;
+    while (next_chunk(ticket, &base, n)) {
+        s_ready[t] = 0;
+        __syncthreads();
+        if (base + t < n) {
+            const int i = perm[base + t];
+            const int lo = rowptr[i], diag = rowptr[i + 1] - 1;
+            const long long start = clock64();
+            double s = b[i];
+            for (int p = lo; p < diag; ++p) {
+                const int c = colidx[p], l = pos[c] - base;
+                double xc;
+                if ((unsigned)l < CHUNK) {  // in the chunk: an earlier thread of this block
+                    while (*(volatile int*)&s_ready[l] == 0 && !spun_out(start, spin_limit, stalled, i)) {}
+                    __threadfence_block();
+                    xc = *(volatile double*)&s_x[l];
+                } else {
+                    unsigned ns = 32;
+                    for (int spins = 0; load_acquire(ready + c) != epoch; ++spins) {
+                        if (spun_out(start, spin_limit, stalled, i)) break;
+                        if (spins >= 8) back_off(ns, max_sleep_ns);
+                    }
+                    xc = load_volatile(x + c);
+                }
+                s -= val[p] * xc;
+            }
+            const double xi = s / val[diag];
+            s_x[t] = xi;
+            __threadfence_block();
+            *(volatile int*)&s_ready[t] = 1;
+            x[i] = xi;
+            store_release(ready + i, epoch);  // once per row: x[i] before its flag
+        }
     }
 }
 
