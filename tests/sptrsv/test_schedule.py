@@ -132,7 +132,7 @@ def test_chunked_v2_schedule(case, variant, blocks, threads, seed, fraction):
     assert rel(x, ref) <= TOL
     assert trace.shared_deps + trace.global_deps == L.nnz - L.shape[0]
     assert trace.chunks == -(-L.shape[0] // threads)
-    pos = schedule.positions(schedule.analyse(L).perm)
+    pos = schedule.level_order(schedule.analyse(L).level)[2]
     assert trace.shared_fraction == pytest.approx(schedule.shared_fraction(L, pos, threads))
 
 
@@ -147,9 +147,21 @@ def test_a_chunk_order_against_the_dependencies_deadlocks():
             schedule.chunked_solve(L, np.ones(30), variant, blocks=2, threads=4, analysis=backwards)
 
 
-def test_positions_and_the_v2_rule():
-    perm = np.array([2, 0, 3, 1])
-    assert schedule.positions(perm).tolist() == [1, 3, 0, 2]
+def test_the_gpu_level_analysis_twin_equals_the_host_analysis(case):
+    """row_levels (level_analysis's recurrence, row by row) and level_order (the CuPy code's NumPy
+    path) give analyse's levels, level sets and order."""
+    L = case[0]
+    a = schedule.analyse(L)
+    level = schedule.row_levels(L)
+    assert np.array_equal(level, a.level)
+    perm, level_ptr, pos = schedule.level_order(level)
+    assert np.array_equal(perm, a.perm) and np.array_equal(level_ptr, a.level_ptr)
+    assert np.array_equal(pos[perm], np.arange(L.shape[0]))
+
+
+def test_level_order_and_the_v2_rule():
+    perm, level_ptr, pos = schedule.level_order(np.array([1, 2, 0, 1], dtype=np.int32))
+    assert perm.tolist() == [2, 0, 3, 1] and level_ptr.tolist() == [0, 1, 3, 4] and pos.tolist() == [1, 3, 0, 2]
     assert schedule.v2_variant(5.0) == "pull" and schedule.v2_variant(schedule.PULL_MAX_ROW_NNZ + 0.5) == "push"
     with pytest.raises(ValueError, match="v2 variant must be"):
         schedule.chunked_solve(M.poisson((3, 3)), np.ones(9), "warp")

@@ -90,6 +90,18 @@ def test_single_gpu_experiment_tiny(tmp_path, kernels_dir):
     assert r.metrics["geomean_ceiling_speedup_deep"] > 0
 
 
+@pytest.mark.parametrize("case", list(CASES))
+def test_gpu_level_analysis_equals_the_host_one(case, kernels_dir):
+    from repro.papers.sptrsv import schedule
+    from repro.papers.sptrsv.solve import device_levels
+
+    L = CASES[case]()
+    a = schedule.analyse(L)
+    level, perm, level_ptr, pos = (cupy.asnumpy(v) for v in device_levels(upload(L), kernels_dir))
+    assert np.array_equal(level, a.level) and np.array_equal(perm, a.perm)
+    assert np.array_equal(level_ptr, a.level_ptr) and np.array_equal(pos[perm], np.arange(L.shape[0]))
+
+
 def test_hop_latency(kernels_dir):
     """One dependency between two blocks carries its value every hop and costs between 0.1 and 20 us
     (about 1.1 us on an idle H100)."""

@@ -18,6 +18,8 @@ Columns of the ``points`` table: the matrix's name, family, rows, nnz, levels, c
 ``hop_us``, ``ceiling_ms``, ``ceiling_speedup``; per solver ``<s>_analysis_ms``, ``<s>_solve_ms``,
 ``<s>_backward``, ``<s>_vs_cusparse``; speedups ``speedup_<s>`` = cusparse_solve_ms / <s>_solve_ms
 and ``total_speedup_<s>`` with analysis added; ``<s>_over_ceiling`` = <s>_solve_ms / ceiling_ms.
+``v2_shared_fraction`` is the share of dependencies inside one 256-row chunk of the level order
+(the v2 kernels resolve those in shared memory, below the hop: there the ceiling is not a floor).
 ``v2_variant`` is the v2 kernel the rule (schedule.v2_variant, by mean row length) picks before
 any timing; where both v2 arms ran, ``syncfree_v2`` columns are the picked arm's.
 """
@@ -32,6 +34,7 @@ import pandas as pd
 
 from repro.papers.sptrsv import schedule
 from repro.papers.sptrsv.matrices import MatrixSpec
+from repro.papers.sptrsv.solve import THREADS
 
 OURS = ("levelset", "syncfree_warp", "syncfree_thread", "syncfree_levels", "syncfree_push", "syncfree_pull",
         "syncfree_v2")
@@ -101,6 +104,7 @@ def measure(spec: MatrixSpec, p, kernels_dir, seed: int, log, hop_us: float = ma
     row["hop_us"] = hop_us
     row["ceiling_ms"] = row["levels"] * hop_us / 1e3
     row["v2_variant"] = schedule.v2_variant(row["nnz_per_row"])
+    row["v2_shared_fraction"] = schedule.shared_fraction(L, schedule.level_order(analysis.level)[2], THREADS)
     m = upload(L)
     b = cupy.asarray(np.random.default_rng(seed).standard_normal(m.n))
     L_gpu = csp.csr_matrix((m.csr[2], m.csr[1], m.csr[0]), shape=(m.n, m.n))

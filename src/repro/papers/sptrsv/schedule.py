@@ -3,6 +3,9 @@
 - :func:`analyse`: each row's level (0 for rows with no dependency, else 1 + the deepest
   dependency), the level sets, and the critical path (the heaviest dependency chain, weighting a
   row by its non-zeros).
+- :func:`row_levels` / :func:`level_order`: the GPU level analysis's twin (``level_analysis`` in
+  sptrsv.cu: each row's level from its dependencies', row after row in natural order) and the
+  level order, perm, level pointers and positions, computed alike by NumPy and CuPy (``xp``).
 - :func:`levelset_solve`: the level-set kernel's schedule: one step per level, every row of the
   level at once, reading only earlier levels' x (CSR pull).
 - :func:`syncfree_solve`: the synchronisation-free kernel's protocol (Liu et al. 2016, CSC push):
@@ -95,6 +98,31 @@ def analyse(L: sp.csr_matrix) -> Analysis:
     return Analysis(level=level, perm=perm, level_ptr=level_ptr, critical_path=int(path.max()), need=need)
 
 
+def row_levels(L: sp.csr_matrix) -> np.ndarray:
+    """Each row's level, as ``level_analysis`` computes it: 1 + the deepest of its dependencies'
+    levels (0 without), row after row in natural order (a row's dependencies are earlier rows)."""
+    L = check_lower(L)
+    level = np.zeros(L.shape[0], dtype=np.int32)
+    for i in range(L.shape[0]):
+        deps = L.indices[L.indptr[i]:L.indptr[i + 1] - 1]
+        level[i] = level[deps].max() + 1 if deps.size else 0
+    return level
+
+
+def level_order(level, xp=np):
+    """(perm, level_ptr, pos) of per-row levels with the array module ``xp`` (NumPy or CuPy): the
+    rows sorted by level, ascending row within a level (as :func:`analyse`'s stable sort), the
+    level sets' bounds, and each row's place in that order."""
+    n = level.shape[0]
+    rows = xp.arange(n, dtype=xp.int64)
+    perm = xp.argsort(level.astype(xp.int64) * n + rows).astype(xp.int32)  # unique keys: stable by row
+    levels = int(level.max()) + 1 if n else 0
+    level_ptr = xp.searchsorted(level[perm], xp.arange(levels + 1)).astype(xp.int64)
+    pos = xp.empty(n, dtype=xp.int32)
+    pos[perm] = xp.arange(n, dtype=xp.int32)
+    return perm, level_ptr, pos
+
+
 def stats(L: sp.csr_matrix, analysis: Analysis | None = None) -> dict:
     """rows, nnz, levels, critical path, mean and max non-zeros per row."""
     a = analysis or analyse(L)
@@ -179,13 +207,6 @@ def v2_variant(nnz_per_row: float) -> str:
     return "pull" if nnz_per_row <= PULL_MAX_ROW_NNZ else "push"
 
 
-def positions(perm: np.ndarray) -> np.ndarray:
-    """pos with pos[perm[q]] = q: each row's place in the level order."""
-    pos = np.empty(len(perm), dtype=np.int32)
-    pos[perm] = np.arange(len(perm), dtype=np.int32)
-    return pos
-
-
 @dataclass
 class ChunkTrace:
     """What the chunked schedule did: dependencies through shared and global memory, ticks."""
@@ -201,12 +222,21 @@ class ChunkTrace:
         return self.shared_deps / total if total else 0.0
 
 
+def local_need(indptr, indices, pos, threads: int, xp=np):
+    """Per row, how many of its dependencies sit in its own chunk of ``threads`` rows of the level
+    order (CSR of a lower L with the diagonal last, NumPy or CuPy arrays): the push kernel waits for
+    these in shared memory and for the rest in global memory."""
+    n = indptr.shape[0] - 1
+    rows = xp.searchsorted(indptr, xp.arange(indices.shape[0]), side="right") - 1
+    same = (pos[rows] // threads == pos[indices] // threads) & (indices != rows)
+    return xp.bincount(rows[same], minlength=n).astype(xp.int32)
+
+
 def shared_fraction(L: sp.csr_matrix, pos: np.ndarray, threads: int) -> float:
     """The share of dependencies between two rows of the same chunk (resolved in shared memory)."""
-    strict = sp.tril(L, k=-1).tocoo()
-    if strict.nnz == 0:
-        return 0.0
-    return float(np.mean(pos[strict.row] // threads == pos[strict.col] // threads))
+    L = check_lower(L)
+    deps = L.nnz - L.shape[0]
+    return float(local_need(L.indptr, L.indices, pos, threads).sum() / deps) if deps else 0.0
 
 
 def chunked_solve(L: sp.csr_matrix, b: np.ndarray, variant: str = "push", blocks: int = 4, threads: int = 32,
@@ -221,13 +251,14 @@ def chunked_solve(L: sp.csr_matrix, b: np.ndarray, variant: str = "push", blocks
         raise ValueError(f"blocks and threads must be >= 1 and run_fraction in (0, 1], got {blocks}, {threads}, "
                          f"{run_fraction}")
     a = analysis or analyse(L)
-    perm, pos = a.perm, positions(a.perm)
+    perm, pos = a.perm, level_order(a.level)[2]
     rng = np.random.default_rng(seed)
     n = L.shape[0]
     d = L.diagonal()
     strict = sp.tril(L, k=-1)
     csc, csr = strict.tocsc(), strict.tocsr()
     need = a.need.astype(np.int64)
+    near = local_need(L.indptr, L.indices, pos, threads)
     x = np.full(n, np.nan)  # global x (pull reads it; push only writes it)
     g_sum, g_count = np.zeros(n), np.zeros(n, dtype=np.int64)  # push
     g_ready = np.zeros(n, dtype=bool)  # pull
@@ -252,8 +283,9 @@ def chunked_solve(L: sp.csr_matrix, b: np.ndarray, variant: str = "push", blocks
                 progress = True
             base, rows = c["base"], c["rows"]
             todo = np.flatnonzero(~c["done"])
-            if variant == "push":
-                ok = g_count[rows[todo]] + c["count"][todo] == need[rows[todo]]
+            if variant == "push":  # its chunk's dependencies in shared memory, the rest in global
+                r = rows[todo]
+                ok = (c["count"][todo] == near[r]) & (g_count[r] == need[r] - near[r])
             else:
                 src, entry = _gather(csr.indptr, rows[todo])
                 local = pos[csr.indices[entry]] - base

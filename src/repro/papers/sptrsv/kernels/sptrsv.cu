@@ -32,12 +32,19 @@
 // the writers.
 // - `syncfree_push` (CSC push, Liu's counters): row i adds L[r][i] x[i] to r's sum and counts
 //   r's dependency done: in shared memory for r in the chunk, else to left_sum[r] and then, after
-//   one __threadfence for all of them, count[r]. Row r waits until count[r] plus its shared count
-//   reaches need[r]. count and left_sum are zero before each solve.
+//   one __threadfence for all of them, count[r]. Row r waits until its shared count reaches
+//   need_local[r] (its dependencies in its chunk, from the analysis), then until count[r] reaches
+//   the rest of need[r]. count and left_sum are zero before each solve.
 // - `syncfree_pull` (CSR pull, write first): row i reads each dependency c once it is ready:
 //   from shared memory for c in the chunk, else x[c] after ready[c] == epoch (an acquire load);
 //   then writes x[i] and releases ready[i] = epoch (st.release: x before the flag). A new epoch
 //   per solve, so the flags need no reset between solves (ready starts at 0, epochs at 1).
+//
+// Level analysis on the GPU (`level_analysis`, for the v2 kernels): depth[i] = 1 + the largest
+// depth of row i's dependencies (1 for a row without), i.e. its level + 1, so a non-zero depth
+// is its own ready flag (st.release; readers ld.acquire). CSR pull in natural order, blocks
+// taking 256-row chunks from `ticket` (a row's dependencies are earlier rows: no deadlock);
+// dependencies inside the chunk read shared memory. depth and ticket are zero before the launch.
 //
 // Hop latency (`hop_latency`): the sync-free solve's unit of latency, one dependency passed
 // between two thread blocks: write the value, release a flag, the other block acquire-polls the
@@ -174,8 +181,8 @@ __device__ __forceinline__ bool next_chunk(int* ticket, int* chunk, int n) {
 extern "C" __global__ void __launch_bounds__(CHUNK) syncfree_push(
     const int* __restrict__ colptr, const int* __restrict__ rowidx, const double* __restrict__ val,
     const double* __restrict__ b, double* __restrict__ x, double* left_sum, int* count,
-    const int* __restrict__ need, const int* __restrict__ perm, const int* __restrict__ pos, int* ticket, int n,
-    unsigned max_sleep_ns, long long spin_limit, int* stalled) {
+    const int* __restrict__ need, const int* __restrict__ need_local, const int* __restrict__ perm,
+    const int* __restrict__ pos, int* ticket, int n, unsigned max_sleep_ns, long long spin_limit, int* stalled) {
     __shared__ double s_sum[CHUNK];
     __shared__ int s_count[CHUNK];
     __shared__ int base;
@@ -185,16 +192,18 @@ extern "C" __global__ void __launch_bounds__(CHUNK) syncfree_push(
         s_count[t] = 0;
         __syncthreads();
         if (base + t < n) {
-            const int i = perm[base + t], want = need[i];
+            const int i = perm[base + t], near = need_local[i], far_need = need[i] - near;
             const long long start = clock64();
-            unsigned ns = 32;
-            for (int spins = 0;; ++spins) {
-                const int local = *(volatile int*)&s_count[t];
-                if (local + load_acquire(count + i) == want) break;
-                if (spun_out(start, spin_limit, stalled, i)) break;
-                if (spins >= 8) back_off(ns, max_sleep_ns);
-            }
+            // the chunk's dependencies first (shared memory, no global traffic), then the rest
+            while (*(volatile int*)&s_count[t] != near && !spun_out(start, spin_limit, stalled, i)) {}
             __threadfence_block();
+            if (far_need > 0) {
+                unsigned ns = 32;
+                for (int spins = 0; load_acquire(count + i) != far_need; ++spins) {
+                    if (spun_out(start, spin_limit, stalled, i)) break;
+                    if (spins >= 8) back_off(ns, max_sleep_ns);
+                }
+            }
             const int first = colptr[i], end = colptr[i + 1];
             const double xi = (b[i] - load_volatile(left_sum + i) - *(volatile double*)&s_sum[t]) / val[first];
             x[i] = xi;
@@ -263,6 +272,39 @@ extern "C" __global__ void __launch_bounds__(CHUNK) syncfree_pull(
             *(volatile int*)&s_ready[t] = 1;
             x[i] = xi;
             store_release(ready + i, epoch);  // once per row: x[i] before its flag
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(CHUNK) level_analysis(
+    const int* __restrict__ rowptr, const int* __restrict__ colidx, int* depth, int* ticket, int n,
+    unsigned max_sleep_ns, long long spin_limit, int* stalled) {
+    __shared__ int s_depth[CHUNK];
+    __shared__ int base;
+    const int t = threadIdx.x;
+    while (next_chunk(ticket, &base, n)) {
+        s_depth[t] = 0;
+        __syncthreads();
+        const int i = base + t;
+        if (i < n) {
+            const long long start = clock64();
+            int deepest = 0;
+            for (int p = rowptr[i], diag = rowptr[i + 1] - 1; p < diag; ++p) {
+                const int c = colidx[p], l = c - base;
+                int dc;
+                if ((unsigned)l < CHUNK) {
+                    while ((dc = *(volatile int*)&s_depth[l]) == 0 && !spun_out(start, spin_limit, stalled, i)) {}
+                } else {
+                    unsigned ns = 32;
+                    for (int spins = 0; (dc = load_acquire(depth + c)) == 0; ++spins) {
+                        if (spun_out(start, spin_limit, stalled, i)) break;
+                        if (spins >= 8) back_off(ns, max_sleep_ns);
+                    }
+                }
+                deepest = max(deepest, dc);
+            }
+            *(volatile int*)&s_depth[t] = deepest + 1;
+            store_release(depth + i, deepest + 1);
         }
     }
 }
