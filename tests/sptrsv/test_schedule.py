@@ -165,3 +165,12 @@ def test_level_order_and_the_v2_rule():
     assert schedule.v2_variant(5.0) == "pull" and schedule.v2_variant(schedule.PULL_MAX_ROW_NNZ + 0.5) == "push"
     with pytest.raises(ValueError, match="v2 variant must be"):
         schedule.chunked_solve(M.poisson((3, 3)), np.ones(9), "warp")
+
+
+def test_local_need_counts_each_rows_dependencies_in_its_chunk():
+    L = M.powerlaw(700, seed=3, min_offset=2)
+    pos = schedule.level_order(schedule.analyse(L).level)[2]
+    want = [sum(pos[c] // 16 == pos[i] // 16 for c in L.indices[L.indptr[i]:L.indptr[i + 1] - 1]) for i in range(700)]
+    assert schedule.local_need(L.indptr, L.indices, pos, 16).tolist() == want
+    one_chunk = schedule.local_need(L.indptr, L.indices, np.zeros(700, dtype=np.int32), 16)
+    assert one_chunk.tolist() == (np.diff(L.indptr) - 1).tolist()  # one chunk: every dependency is local

@@ -226,10 +226,10 @@ def local_need(indptr, indices, pos, threads: int, xp=np):
     """Per row, how many of its dependencies sit in its own chunk of ``threads`` rows of the level
     order (CSR of a lower L with the diagonal last, NumPy or CuPy arrays): the push kernel waits for
     these in shared memory and for the rest in global memory."""
-    n = indptr.shape[0] - 1
     rows = xp.searchsorted(indptr, xp.arange(indices.shape[0]), side="right") - 1
     same = (pos[rows] // threads == pos[indices] // threads) & (indices != rows)
-    return xp.bincount(rows[same], minlength=n).astype(xp.int32)
+    ends = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(same, dtype=xp.int64)])  # no empty-bincount case
+    return (ends[indptr[1:]] - ends[indptr[:-1]]).astype(xp.int32)
 
 
 def shared_fraction(L: sp.csr_matrix, pos: np.ndarray, threads: int) -> float:
