@@ -119,3 +119,58 @@ def test_solvers_refuse_a_singular_matrix():
     for solve in (schedule.levelset_solve, schedule.syncfree_solve):
         with pytest.raises(M.MatrixError, match="singular: zero or missing diagonal at row 1"):
             solve(L, np.ones(3))
+
+
+@pytest.mark.parametrize("variant", ["push", "pull"])
+@pytest.mark.parametrize("blocks, threads, seed, fraction", [(4, 32, 0, 0.5), (1, 8, 1, 1.0), (7, 64, 2, 0.1),
+                                                             (3, 256, 3, 0.5)])
+def test_chunked_v2_schedule(case, variant, blocks, threads, seed, fraction):
+    """The v2 kernels' schedule (chunks of the level order, shared arrays inside a chunk) in an
+    adversarial order, any number of persistent blocks."""
+    L, b, ref = case
+    x, trace = schedule.chunked_solve(L, b, variant, blocks=blocks, threads=threads, seed=seed, run_fraction=fraction)
+    assert rel(x, ref) <= TOL
+    assert trace.shared_deps + trace.global_deps == L.nnz - L.shape[0]
+    assert trace.chunks == -(-L.shape[0] // threads)
+    pos = schedule.level_order(schedule.analyse(L).level)[2]
+    assert trace.shared_fraction == pytest.approx(schedule.shared_fraction(L, pos, threads))
+
+
+def test_a_chunk_order_against_the_dependencies_deadlocks():
+    """The twin detects what the kernels would do with rows handed out before their dependencies."""
+    L = M.poisson((6, 5))
+    a = schedule.analyse(L)
+    backwards = schedule.Analysis(level=a.level, perm=a.perm[::-1].copy(), level_ptr=a.level_ptr,
+                                  critical_path=a.critical_path, need=a.need)
+    for variant in ("push", "pull"):
+        with pytest.raises(RuntimeError, match="deadlocked"):
+            schedule.chunked_solve(L, np.ones(30), variant, blocks=2, threads=4, analysis=backwards)
+
+
+def test_the_gpu_level_analysis_twin_equals_the_host_analysis(case):
+    """row_levels (level_analysis's recurrence, row by row) and level_order (the CuPy code's NumPy
+    path) give analyse's levels, level sets and order."""
+    L = case[0]
+    a = schedule.analyse(L)
+    level = schedule.row_levels(L)
+    assert np.array_equal(level, a.level)
+    perm, level_ptr, pos = schedule.level_order(level)
+    assert np.array_equal(perm, a.perm) and np.array_equal(level_ptr, a.level_ptr)
+    assert np.array_equal(pos[perm], np.arange(L.shape[0]))
+
+
+def test_level_order_and_the_v2_rule():
+    perm, level_ptr, pos = schedule.level_order(np.array([1, 2, 0, 1], dtype=np.int32))
+    assert perm.tolist() == [2, 0, 3, 1] and level_ptr.tolist() == [0, 1, 3, 4] and pos.tolist() == [1, 3, 0, 2]
+    assert schedule.v2_variant(5.0) == "pull" and schedule.v2_variant(schedule.PULL_MAX_ROW_NNZ + 0.5) == "push"
+    with pytest.raises(ValueError, match="v2 variant must be"):
+        schedule.chunked_solve(M.poisson((3, 3)), np.ones(9), "warp")
+
+
+def test_local_need_counts_each_rows_dependencies_in_its_chunk():
+    L = M.powerlaw(700, seed=3, min_offset=2)
+    pos = schedule.level_order(schedule.analyse(L).level)[2]
+    want = [sum(pos[c] // 16 == pos[i] // 16 for c in L.indices[L.indptr[i]:L.indptr[i + 1] - 1]) for i in range(700)]
+    assert schedule.local_need(L.indptr, L.indices, pos, 16).tolist() == want
+    one_chunk = schedule.local_need(L.indptr, L.indices, np.zeros(700, dtype=np.int32), 16)
+    assert one_chunk.tolist() == (np.diff(L.indptr) - 1).tolist()  # one chunk: every dependency is local

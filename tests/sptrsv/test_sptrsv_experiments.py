@@ -106,13 +106,40 @@ def test_summary_of_a_points_table():
     assert m["n_incorrect"] == 1 and m["geomean_speedup_syncfree_warp"] == pytest.approx(geomean([1.5, 0.5]))
     assert m["geomean_speedup_syncfree_warp_deep"] == 1.5 and m["geomean_speedup_best_syncfree_deep"] == 4.0
     assert m["median_cusparse_analysis_over_solve"] == pytest.approx(1.5)
+    assert "geomean_ceiling_speedup_deep" not in m  # no hop measured, no ceiling
+
+
+def test_summary_of_the_v2_pick():
+    """syncfree_v2 is the rule's arm; v2_rule_right_deep counts the deep matrices where it was the faster."""
+    df = pd.DataFrame({"family": ["poisson", "powerlaw", "gallery"], "ok": [True] * 3,
+                       "v2_variant": ["pull", "push", "pull"],
+                       "speedup_syncfree_push": [1.0, 3.0, 1.0], "speedup_syncfree_pull": [2.0, 4.0, 0.5],
+                       "total_speedup_syncfree_push": [1.0] * 3, "total_speedup_syncfree_pull": [1.0] * 3,
+                       "speedup_syncfree_v2": [2.0, 3.0, 0.5], "total_speedup_syncfree_v2": [1.0] * 3})
+    m = summarize(df)
+    assert m["geomean_speedup_syncfree_v2_deep"] == pytest.approx(geomean([2.0, 3.0]))
+    assert m["v2_rule_right_deep"] == 1 and m["geomean_speedup_best_syncfree_deep"] == pytest.approx(geomean([2.0, 4.0]))
+
+
+def test_summary_names_the_ceiling():
+    """levels x hop as a speedup over cuSPARSE, over the deep-chain matrices, and the best sync-free
+    solve's fraction of it."""
+    df = pd.DataFrame({"family": ["poisson", "powerlaw", "gallery"], "ok": [True] * 3, "levels": [100, 400, 10],
+                       "hop_us": [1.0] * 3, "cusparse_solve_ms": [0.4, 0.8, 0.1],
+                       "speedup_syncfree_thread": [1.0, 2.0, 1.0], "total_speedup_syncfree_thread": [1.0] * 3})
+    df["ceiling_ms"] = df["levels"] * df["hop_us"] / 1e3
+    df["ceiling_speedup"] = df["cusparse_solve_ms"] / df["ceiling_ms"]
+    m = summarize(df)
+    assert m["hop_us"] == 1.0 and m["geomean_ceiling_speedup_deep"] == pytest.approx(geomean([4.0, 2.0]))
+    assert m["geomean_ceiling_speedup"] == pytest.approx(geomean([4.0, 2.0, 10.0]))
+    assert m["geomean_best_syncfree_of_ceiling_deep"] == pytest.approx(geomean([1.0, 2.0]) / geomean([4.0, 2.0]))
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_cuda_sources_compile(tmp_path):
     manifest = build(tmp_path, srcs=sorted(KERNELS.glob("*.cu")))
     assert manifest["status"] == "built"
-    assert manifest["kernels"]["sptrsv"]["entries"] == 4 and manifest["kernels"]["sptrsv_multi"]["entries"] == 1
+    assert manifest["kernels"]["sptrsv"]["entries"] == 8 and manifest["kernels"]["sptrsv_multi"]["entries"] == 1
     assert not any(k["spilling_entries"] for k in manifest["kernels"].values())
 
 

@@ -8,9 +8,20 @@ host, once, by the wall clock, as they run there) and its solve (CUDA events, me
 ``repeats``, see :func:`solve_time`). Every solver's x is checked after timing: its backward error max|Lx - b| / max(|L||x| + |b|) and its difference
 from cuSPARSE's x, max|x - x_cusparse| / max|x_cusparse|, must be within ``tol``.
 
+The ceiling: before the matrices, :func:`hop_latency` measures one dependency passed between two
+thread blocks (write, release, flag, acquire-poll; median over ``hop_repeats`` launches of
+``hop_rounds`` round trips). A sync-free solve waits for at least one such hop per level, so
+``ceiling_ms`` = levels x hop is a floor of its solve time and ``ceiling_speedup`` =
+cusparse_solve_ms / ceiling_ms the most any sync-free kernel can reach over cuSPARSE on that matrix.
+
 Columns of the ``points`` table: the matrix's name, family, rows, nnz, levels, critical_path;
-per solver ``<s>_analysis_ms``, ``<s>_solve_ms``, ``<s>_backward``, ``<s>_vs_cusparse``; speedups
-``speedup_<s>`` = cusparse_solve_ms / <s>_solve_ms and ``total_speedup_<s>`` with analysis added.
+``hop_us``, ``ceiling_ms``, ``ceiling_speedup``; per solver ``<s>_analysis_ms``, ``<s>_solve_ms``,
+``<s>_backward``, ``<s>_vs_cusparse``; speedups ``speedup_<s>`` = cusparse_solve_ms / <s>_solve_ms
+and ``total_speedup_<s>`` with analysis added; ``<s>_over_ceiling`` = <s>_solve_ms / ceiling_ms.
+``v2_shared_fraction`` is the share of dependencies inside one 256-row chunk of the level order
+(the v2 kernels resolve those in shared memory, below the hop: there the ceiling is not a floor).
+``v2_variant`` is the v2 kernel the rule (schedule.v2_variant, by mean row length) picks before
+any timing; where both v2 arms ran, ``syncfree_v2`` columns are the picked arm's.
 """
 
 from __future__ import annotations
@@ -23,9 +34,11 @@ import pandas as pd
 
 from repro.papers.sptrsv import schedule
 from repro.papers.sptrsv.matrices import MatrixSpec
+from repro.papers.sptrsv.solve import THREADS
 
-OURS = ("levelset", "syncfree_warp", "syncfree_thread", "syncfree_levels")
-SYNCFREE = ("syncfree_warp", "syncfree_thread", "syncfree_levels")
+OURS = ("levelset", "syncfree_warp", "syncfree_thread", "syncfree_levels", "syncfree_push", "syncfree_pull",
+        "syncfree_v2")
+SYNCFREE = ("syncfree_warp", "syncfree_thread", "syncfree_levels", "syncfree_push", "syncfree_pull")
 
 
 def backward_error(L_gpu, x, b) -> float:
@@ -48,7 +61,36 @@ def solve_time(solve, p) -> float:
     return time_cuda(solve, warmup=0, repeats=repeats).median_s
 
 
-def measure(spec: MatrixSpec, p, kernels_dir, seed: int, log) -> dict:
+def hop_latency(kernels_dir, rounds: int, repeats: int, device: int = 0) -> dict[str, float]:
+    """One dependency passed between two thread blocks (sptrsv.cu ``hop_latency``), in us: the
+    median, min and max over ``repeats`` launches of ``rounds`` round trips (2 hops each)."""
+    import cupy
+
+    from repro import kernels
+    from repro.papers.sptrsv.solve import SPIN_LIMIT_CYCLES, STEM
+
+    if rounds < 1 or repeats < 1:
+        raise ValueError(f"hop_rounds and hop_repeats must be >= 1, got {rounds}, {repeats}")
+    fn = kernels.function(STEM, "hop_latency", device, kernels_dir)
+    hops = []
+    with cupy.cuda.Device(device):
+        payload = cupy.zeros(48, dtype=np.float64)
+        elapsed = cupy.zeros(1, dtype=np.int64)
+        stalled = cupy.full(1, -1, dtype=np.int32)
+        for _ in range(repeats + 1):  # the first launch loads the module and warms the lines
+            flags = cupy.zeros(64, dtype=np.int32)
+            fn((2, 1, 1), (32, 1, 1), (payload, flags, np.int32(rounds), elapsed, np.int64(SPIN_LIMIT_CYCLES),
+                                        stalled))
+            cupy.cuda.runtime.deviceSynchronize()
+            if int(stalled.get()[0]) >= 0 or float(payload[32].get()) != 2.0 * rounds:
+                raise RuntimeError(f"hop_latency: the ping-pong lost a hop (stalled at round {int(stalled.get()[0])}, "
+                                   f"last value {float(payload[32].get())}, want {2.0 * rounds})")
+            hops.append(float(elapsed.get()[0]) / (2 * rounds) / 1e3)
+    hops = hops[1:]
+    return {"hop_us": float(np.median(hops)), "hop_us_min": float(min(hops)), "hop_us_max": float(max(hops))}
+
+
+def measure(spec: MatrixSpec, p, kernels_dir, seed: int, log, hop_us: float = math.nan) -> dict:
     """Build, analyse, time and check one matrix; returns its row of the points table."""
     import cupy
     import cupyx.scipy.sparse as csp
@@ -59,6 +101,10 @@ def measure(spec: MatrixSpec, p, kernels_dir, seed: int, log) -> dict:
     L = spec.build()
     analysis = schedule.analyse(L)
     row = {"matrix": spec.name, "family": spec.kind, **schedule.stats(L, analysis)}
+    row["hop_us"] = hop_us
+    row["ceiling_ms"] = row["levels"] * hop_us / 1e3
+    row["v2_variant"] = schedule.v2_variant(row["nnz_per_row"])
+    row["v2_shared_fraction"] = schedule.shared_fraction(L, schedule.level_order(analysis.level)[2], THREADS)
     m = upload(L)
     b = cupy.asarray(np.random.default_rng(seed).standard_normal(m.n))
     L_gpu = csp.csr_matrix((m.csr[2], m.csr[1], m.csr[0]), shape=(m.n, m.n))
@@ -84,8 +130,15 @@ def measure(spec: MatrixSpec, p, kernels_dir, seed: int, log) -> dict:
         for name, s in made.items():
             row[f"{name}_vs_cusparse"] = float(cupy.abs(s.x - ref).max()) / scale
             row[f"speedup_{name}"] = row["cusparse_solve_ms"] / row[f"{name}_solve_ms"]
+            row[f"{name}_over_ceiling"] = row[f"{name}_solve_ms"] / row["ceiling_ms"]
             row[f"total_speedup_{name}"] = ((row["cusparse_analysis_ms"] + row["cusparse_solve_ms"])
                                             / (row[f"{name}_analysis_ms"] + row[f"{name}_solve_ms"]))
+        row["ceiling_speedup"] = row["cusparse_solve_ms"] / row["ceiling_ms"]
+        if {"syncfree_push", "syncfree_pull"} <= made.keys():
+            for col in ("analysis_ms", "solve_ms", "over_ceiling"):
+                row[f"syncfree_v2_{col}"] = row[f"syncfree_{row['v2_variant']}_{col}"]
+            for col in ("speedup", "total_speedup"):
+                row[f"{col}_syncfree_v2"] = row[f"{col}_syncfree_{row['v2_variant']}"]
         made["cusparse"].close()
     errs = [row[k] for k in row if k.endswith(("_backward", "_vs_cusparse"))]
     row["ok"] = bool(all(np.isfinite(errs)) and max(errs) <= p.tol)
@@ -102,7 +155,8 @@ def geomean(xs) -> float:
 
 
 def summarize(df: pd.DataFrame) -> dict[str, float]:
-    """Geomean and worst speedups over all matrices and over the generated deep-chain ones."""
+    """Geomean and worst speedups over all matrices and over the generated deep-chain ones, and the
+    ceiling's (levels x hop) speedup over cuSPARSE."""
     metrics: dict[str, float] = {"n_matrices": len(df), "n_incorrect": int((~df["ok"].astype(bool)).sum())}
     deep = df[df["family"] != "gallery"]
     for name in OURS:
@@ -119,6 +173,19 @@ def summarize(df: pd.DataFrame) -> dict[str, float]:
         best = deep[sync].max(axis=1)
         metrics["geomean_speedup_best_syncfree_deep"] = geomean(best)
         metrics["min_speedup_best_syncfree_deep"] = float(best.min())
+    if "speedup_syncfree_v2" in df and len(deep):
+        other = deep["v2_variant"].map({"push": "pull", "pull": "push"})
+        unpicked = [deep.at[i, f"speedup_syncfree_{v}"] for i, v in other.items()]
+        metrics["v2_rule_right_deep"] = int((deep["speedup_syncfree_v2"] >= unpicked).sum())
+    if "ceiling_speedup" in df:
+        metrics["hop_us"] = float(df["hop_us"].median())
+        metrics["geomean_ceiling_speedup"] = geomean(df["ceiling_speedup"])
+        if len(deep):
+            metrics["geomean_ceiling_speedup_deep"] = geomean(deep["ceiling_speedup"])
+            if sync:
+                # how far the best sync-free solve is from its floor (1.0: at the ceiling)
+                metrics["geomean_best_syncfree_of_ceiling_deep"] = (metrics["geomean_speedup_best_syncfree_deep"]
+                                                                    / metrics["geomean_ceiling_speedup_deep"])
     if "cusparse_analysis_ms" in df:
         ratio = df["cusparse_analysis_ms"] / df["cusparse_solve_ms"]
         metrics["median_cusparse_analysis_over_solve"] = float(ratio.median())

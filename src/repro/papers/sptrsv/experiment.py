@@ -1,9 +1,12 @@
 """The SpTRSV experiments (Xie et al., ICPP 2021; Liu et al., Euro-Par 2016).
 
 - ``emulation`` (CPU): every matrix's dependency statistics, and the NumPy twins of the
-  level-set, sync-free (adversarial order) and multi-GPU task-pool schedules (k virtual GPUs)
+  level-set, sync-free (adversarial order), v2 chunked (push and pull) and multi-GPU task-pool
+  schedules (k virtual GPUs)
   checked against SciPy's spsolve_triangular; what the CPU machines verify of the kernels.
-- ``single_gpu`` (1 GPU): cuSPARSE vs our level-set and sync-free kernels (bench.py).
+- ``single_gpu`` (1 GPU): cuSPARSE vs our level-set and sync-free kernels (the first three
+  mappings and the v2 push and pull kernels), each matrix's levels x hop latency beside them
+  (bench.py).
 - ``multi_gpu`` (2 or 4 GPUs, the experiment file's ``gpus``): unified memory vs zero-copy with
   the task pool (multi.py).
 """
@@ -40,6 +43,8 @@ class EmulationParams:
     grain: int = 2  # rows per task of the pool
     orders: list[str] = field(default_factory=lambda: ["natural", "levels"])  # the pools' row orders
     sequential_max_rows: int = 3000  # the one-row-at-a-time adversary only up to this size
+    chunk_blocks: int = 4  # persistent blocks of the v2 kernels' chunked schedule
+    chunk_threads: int = 32  # rows per chunk (256 on the GPU; fewer here, so more chunks meet)
     tol: float = 1e-10  # max |x - x_scipy| / max |x_scipy|
 
 
@@ -61,6 +66,11 @@ def emulation(p: EmulationParams, ctx: Context) -> Result:
         row = {"matrix": spec.name, "family": spec.kind, **schedule.stats(L, a),
                "err_levelset": rel_err(schedule.levelset_solve(L, b, a), ref),
                "err_syncfree_rounds": rel_err(schedule.syncfree_solve(L, b, seed=ctx.seed + i), ref)}
+        for variant in ("push", "pull"):
+            x, trace = schedule.chunked_solve(L, b, variant, blocks=p.chunk_blocks, threads=p.chunk_threads,
+                                              seed=ctx.seed + i, analysis=a)
+            row[f"err_v2_{variant}"] = rel_err(x, ref)
+        row["v2_shared_fraction"] = trace.shared_fraction
         if L.shape[0] <= p.sequential_max_rows:
             x = schedule.syncfree_solve(L, b, seed=ctx.seed + i, sequential=True)
             row["err_syncfree_sequential"] = rel_err(x, ref)
@@ -92,12 +102,14 @@ def _bench_matrices() -> list[dict]:
 class SingleGPUParams:
     matrices: list[dict] = field(default_factory=_bench_matrices)  # {name, kind, ...generator arguments}
     methods: list[str] = field(default_factory=lambda: ["cusparse", "levelset", "syncfree_warp", "syncfree_thread",
-                                                        "syncfree_levels"])
+                                                        "syncfree_levels", "syncfree_push", "syncfree_pull"])
     warmup: int = 3
     repeats: int = 20  # CUDA-event-timed solves per method (median), at most
     min_repeats: int = 3  # at least, however slow the solver
     target_s: float = 0.5  # GPU time per method and matrix that sizes the repeats
     analysis_repeats: int = 5
+    hop_rounds: int = 20000  # ping-pong round trips per launch of the hop-latency kernel (the ceiling)
+    hop_repeats: int = 5  # its launches (median)
     tol: float = 1e-10  # backward error and difference from cuSPARSE's x
 
 
@@ -109,12 +121,14 @@ def single_gpu(p: SingleGPUParams, ctx: Context) -> Result:
     if "cusparse" not in p.methods:
         raise ValueError(f"methods must include cusparse (the speedups' denominator), got {p.methods}")
     kernels_dir = Path(ctx.inputs["kernels"]) if "kernels" in ctx.inputs else kernels.default_dir()
-    rows = [bench.measure(spec, p, kernels_dir, ctx.seed + i, ctx.log)
+    hop = bench.hop_latency(kernels_dir, p.hop_rounds, p.hop_repeats)  # on the idle GPU, before the solvers
+    ctx.log.info("hop latency %.3f us (median; %.3f-%.3f)", hop["hop_us"], hop["hop_us_min"], hop["hop_us_max"])
+    rows = [bench.measure(spec, p, kernels_dir, ctx.seed + i, ctx.log, hop["hop_us"])
             for i, spec in enumerate(ctx.progress(specs(p.matrices), desc="sptrsv"))]
     df = pd.DataFrame(rows)
     for _, r in df[~df["ok"]].iterrows():
         ctx.log.error("%s: a solver's x is off by more than tol=%g", r.matrix, p.tol)
-    return Result(metrics=bench.summarize(df), tables={"points": df},
+    return Result(metrics={**bench.summarize(df), **hop}, tables={"points": df},
                   tags={"timing": "CUDA events, median; levels computed on the host (wall clock)",
                         "gpu": _gpu_name()})
 

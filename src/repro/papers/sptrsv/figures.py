@@ -1,6 +1,6 @@
 """Figures of the SpTRSV runs, from a run folder's CSV tables (columns: see bench.py, experiment.py).
 
-- single_gpu: solve time per matrix for every solver (log scale) and the sync-free speedups over
+- single_gpu: solve time per matrix for every solver (log scale, levels x hop marked) and the sync-free speedups over
   cuSPARSE's solve (Liu et al.'s per-matrix bars), plus analysis time against solve time.
 - multi_gpu: zero-copy over unified memory per matrix (the paper's Fig. 7 style), with each
   matrix's share of remote pushes.
@@ -20,7 +20,8 @@ import seaborn as sns  # noqa: E402
 
 from repro.figures import finish, run_record  # noqa: E402
 
-SOLVERS = ("cusparse", "levelset", "syncfree_warp", "syncfree_thread", "syncfree_levels")
+SOLVERS = ("cusparse", "levelset", "syncfree_warp", "syncfree_thread", "syncfree_levels", "syncfree_push",
+           "syncfree_pull")
 
 
 def single_gpu(run_dir: Path) -> plt.Figure:
@@ -31,7 +32,12 @@ def single_gpu(run_dir: Path) -> plt.Figure:
     long = df.melt(id_vars="matrix", value_vars=[f"{s}_solve_ms" for s in solvers], var_name="solver", value_name="ms")
     long["solver"] = long["solver"].str.removesuffix("_solve_ms")
     sns.barplot(data=long, x="matrix", y="ms", hue="solver", ax=axes[0])
-    axes[0].set(yscale="log", ylabel="solve time (ms)", xlabel="", title="solve time (CUDA events, median)")
+    if "ceiling_ms" in df:  # levels x hop: the floor of a solve whose levels each wait one hop between blocks
+        axes[0].scatter(range(len(df)), df["ceiling_ms"], marker="_", s=300, color="black", zorder=3,
+                        label="levels x hop")
+        axes[0].legend(fontsize=7)
+    axes[0].set(yscale="log", ylabel="solve time (ms)", xlabel="",
+                title="solve time (CUDA events, median; black: levels x hop)")
     speed = df.melt(id_vars="matrix", value_vars=[f"speedup_{s}" for s in solvers if s != "cusparse"],
                     var_name="solver", value_name="x")
     speed["solver"] = speed["solver"].str.removeprefix("speedup_")
@@ -40,7 +46,7 @@ def single_gpu(run_dir: Path) -> plt.Figure:
     axes[1].axhline(2.0, color="gray", lw=0.8, ls=":")
     axes[1].set(yscale="log", ylabel="speedup over cuSPARSE solve (x)", xlabel="",
                 title="solve speedup (dotted: 2x target)")
-    for s, marker in zip(solvers, "osD^v", strict=True):
+    for s, marker in zip(solvers, "osD^v<>"):
         axes[2].scatter(df[f"{s}_solve_ms"], df[f"{s}_analysis_ms"], label=s, marker=marker, s=20)
     axes[2].set(xscale="log", yscale="log", xlabel="solve (ms)", ylabel="analysis (ms)",
                 title="analysis against solve, per matrix (levels: host wall clock)")

@@ -3,6 +3,9 @@
 - :func:`analyse`: each row's level (0 for rows with no dependency, else 1 + the deepest
   dependency), the level sets, and the critical path (the heaviest dependency chain, weighting a
   row by its non-zeros).
+- :func:`row_levels` / :func:`level_order`: the GPU level analysis's twin (``level_analysis`` in
+  sptrsv.cu: each row's level from its dependencies', row after row in natural order) and the
+  level order, perm, level pointers and positions, computed alike by NumPy and CuPy (``xp``).
 - :func:`levelset_solve`: the level-set kernel's schedule: one step per level, every row of the
   level at once, reading only earlier levels' x (CSR pull).
 - :func:`syncfree_solve`: the synchronisation-free kernel's protocol (Liu et al. 2016, CSC push):
@@ -10,6 +13,13 @@
   its left sum; a row runs only when its counter reaches its dependency count. The order is
   adversarial: each round runs a random subset of the ready rows and applies their pushes in a
   random order (``sequential=True`` runs one random ready row at a time).
+- :func:`chunked_solve`: the v2 sync-free kernels' schedule (``syncfree_push``, ``syncfree_pull``):
+  ``blocks`` persistent blocks take chunks of ``threads`` consecutive rows of the level order from a
+  ticket, a chunk at a time; a dependency inside a chunk goes through the block's shared arrays,
+  one between chunks through the global ones (push: sums and counters, CSC; pull: x and ready
+  flags, CSR). Each tick every block runs a random subset of its chunk's ready rows (their
+  pushes applied in a random order); a tick without progress is a deadlock and raises.
+  :func:`v2_variant` is the rule that picks one of the two per matrix.
 - :func:`partition` / :func:`multigpu_solve`: the multi-GPU schedule: rows cut into k contiguous
   blocks of about equal non-zeros, one per GPU; each GPU's task pool hands its rows out in
   ascending order or by level (:func:`pool_orders`), ``grain`` rows per task, to ``workers``
@@ -88,6 +98,31 @@ def analyse(L: sp.csr_matrix) -> Analysis:
     return Analysis(level=level, perm=perm, level_ptr=level_ptr, critical_path=int(path.max()), need=need)
 
 
+def row_levels(L: sp.csr_matrix) -> np.ndarray:
+    """Each row's level, as ``level_analysis`` computes it: 1 + the deepest of its dependencies'
+    levels (0 without), row after row in natural order (a row's dependencies are earlier rows)."""
+    L = check_lower(L)
+    level = np.zeros(L.shape[0], dtype=np.int32)
+    for i in range(L.shape[0]):
+        deps = L.indices[L.indptr[i]:L.indptr[i + 1] - 1]
+        level[i] = level[deps].max() + 1 if deps.size else 0
+    return level
+
+
+def level_order(level, xp=np):
+    """(perm, level_ptr, pos) of per-row levels with the array module ``xp`` (NumPy or CuPy): the
+    rows sorted by level, ascending row within a level (as :func:`analyse`'s stable sort), the
+    level sets' bounds, and each row's place in that order."""
+    n = level.shape[0]
+    rows = xp.arange(n, dtype=xp.int64)
+    perm = xp.argsort(level.astype(xp.int64) * n + rows).astype(xp.int32)  # unique keys: stable by row
+    levels = int(level.max()) + 1 if n else 0
+    level_ptr = xp.searchsorted(level[perm], xp.arange(levels + 1)).astype(xp.int64)
+    pos = xp.empty(n, dtype=xp.int32)
+    pos[perm] = xp.arange(n, dtype=xp.int32)
+    return perm, level_ptr, pos
+
+
 def stats(L: sp.csr_matrix, analysis: Analysis | None = None) -> dict:
     """rows, nnz, levels, critical path, mean and max non-zeros per row."""
     a = analysis or analyse(L)
@@ -160,6 +195,146 @@ def syncfree_solve(L: sp.csr_matrix, b: np.ndarray, seed: int = 0, run_fraction:
     if not done.all():
         raise RuntimeError(f"sync-free schedule stalled with {int((~done).sum())} rows unsolved")
     return x
+
+
+PULL_MAX_ROW_NNZ = 8.0  # assumed: the record's per-matrix times of both arms judge it
+
+
+def v2_variant(nnz_per_row: float) -> str:
+    """The v2 sync-free kernel for a matrix: ``pull`` for short rows (a thread reads its few
+    dependencies, no atomics), ``push`` for long ones (a long row's dependencies are added by their
+    own threads instead of read one after another by one thread)."""
+    return "pull" if nnz_per_row <= PULL_MAX_ROW_NNZ else "push"
+
+
+@dataclass
+class ChunkTrace:
+    """What the chunked schedule did: dependencies through shared and global memory, ticks."""
+
+    shared_deps: int = 0
+    global_deps: int = 0
+    ticks: int = 0
+    chunks: int = 0
+
+    @property
+    def shared_fraction(self) -> float:
+        total = self.shared_deps + self.global_deps
+        return self.shared_deps / total if total else 0.0
+
+
+def local_need(indptr, indices, pos, threads: int, xp=np):
+    """Per row, how many of its dependencies sit in its own chunk of ``threads`` rows of the level
+    order (CSR of a lower L with the diagonal last, NumPy or CuPy arrays): the push kernel waits for
+    these in shared memory and for the rest in global memory."""
+    rows = xp.searchsorted(indptr, xp.arange(indices.shape[0]), side="right") - 1
+    same = (pos[rows] // threads == pos[indices] // threads) & (indices != rows)
+    ends = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(same, dtype=xp.int64)])  # no empty-bincount case
+    return (ends[indptr[1:]] - ends[indptr[:-1]]).astype(xp.int32)
+
+
+def shared_fraction(L: sp.csr_matrix, pos: np.ndarray, threads: int) -> float:
+    """The share of dependencies between two rows of the same chunk (resolved in shared memory)."""
+    L = check_lower(L)
+    deps = L.nnz - L.shape[0]
+    return float(local_need(L.indptr, L.indices, pos, threads).sum() / deps) if deps else 0.0
+
+
+def chunked_solve(L: sp.csr_matrix, b: np.ndarray, variant: str = "push", blocks: int = 4, threads: int = 32,
+                  seed: int = 0, run_fraction: float = 0.5,
+                  analysis: Analysis | None = None) -> tuple[np.ndarray, ChunkTrace]:
+    """x with L x = b by the v2 kernels' chunked schedule (see the module doc)."""
+    L = check_lower(L)
+    b = check_rhs(L, b)
+    if variant not in ("push", "pull"):
+        raise ValueError(f"v2 variant must be 'push' or 'pull', got {variant!r}")
+    if blocks < 1 or threads < 1 or not 0 < run_fraction <= 1:
+        raise ValueError(f"blocks and threads must be >= 1 and run_fraction in (0, 1], got {blocks}, {threads}, "
+                         f"{run_fraction}")
+    a = analysis or analyse(L)
+    perm, pos = a.perm, level_order(a.level)[2]
+    rng = np.random.default_rng(seed)
+    n = L.shape[0]
+    d = L.diagonal()
+    strict = sp.tril(L, k=-1)
+    csc, csr = strict.tocsc(), strict.tocsr()
+    need = a.need.astype(np.int64)
+    near = local_need(L.indptr, L.indices, pos, threads)
+    x = np.full(n, np.nan)  # global x (pull reads it; push only writes it)
+    g_sum, g_count = np.zeros(n), np.zeros(n, dtype=np.int64)  # push
+    g_ready = np.zeros(n, dtype=bool)  # pull
+    held: list[dict | None] = [None] * blocks
+    ticket, solved = 0, 0
+    trace = ChunkTrace()
+    while solved < n:
+        progress = False
+        for blk in rng.permutation(blocks):
+            c = held[blk]
+            if c is None or c["done"].all():
+                if ticket * threads >= n:
+                    held[blk] = None
+                    continue
+                base = ticket * threads
+                rows = perm[base:base + threads]
+                c = held[blk] = {"base": base, "rows": rows, "done": np.zeros(rows.size, dtype=bool),
+                                 "sum": np.zeros(rows.size), "count": np.zeros(rows.size, dtype=np.int64),
+                                 "x": np.full(rows.size, np.nan), "ready": np.zeros(rows.size, dtype=bool)}
+                ticket += 1
+                trace.chunks += 1
+                progress = True
+            base, rows = c["base"], c["rows"]
+            todo = np.flatnonzero(~c["done"])
+            if variant == "push":  # its chunk's dependencies in shared memory, the rest in global
+                r = rows[todo]
+                ok = (c["count"][todo] == near[r]) & (g_count[r] == need[r] - near[r])
+            else:
+                src, entry = _gather(csr.indptr, rows[todo])
+                local = pos[csr.indices[entry]] - base
+                inside = (local >= 0) & (local < threads)
+                dep_ok = np.where(inside, c["ready"][np.clip(local, 0, threads - 1)], g_ready[csr.indices[entry]])
+                blocked = np.zeros(n, dtype=bool)
+                blocked[src[~dep_ok]] = True
+                ok = ~blocked[rows[todo]]
+            ready = todo[ok]
+            if not ready.size:
+                continue
+            pick = rng.random(ready.size) < run_fraction
+            pick[rng.integers(ready.size)] = True
+            run = ready[pick]
+            r = rows[run]
+            if variant == "push":
+                xr = (b[r] - g_sum[r] - c["sum"][run]) / d[r]
+                x[r] = xr
+                src, entry = _gather(csc.indptr, r)
+                dst, contrib = csc.indices[entry], csc.data[entry] * x[src]
+                inside = (pos[dst] >= base) & (pos[dst] - base < threads)
+                shuffle = rng.permutation(dst.size)  # atomics land in any order
+                dst, contrib, inside = dst[shuffle], contrib[shuffle], inside[shuffle]
+                np.add.at(c["sum"], pos[dst[inside]] - base, contrib[inside])
+                np.add.at(c["count"], pos[dst[inside]] - base, 1)
+                np.add.at(g_sum, dst[~inside], contrib[~inside])
+                np.add.at(g_count, dst[~inside], 1)
+            else:
+                src, entry = _gather(csr.indptr, r)
+                dep = csr.indices[entry]
+                local = pos[dep] - base
+                inside = (local >= 0) & (local < threads)
+                xdep = np.where(inside, c["x"][np.clip(local, 0, threads - 1)], x[dep])  # shared copy or global x
+                sums = np.bincount(src, weights=csr.data[entry] * xdep, minlength=n)[r]
+                xr = (b[r] - sums) / d[r]
+                x[r] = xr
+                g_ready[r] = True
+                c["x"][run] = xr
+                c["ready"][run] = True
+            trace.shared_deps += int(inside.sum())
+            trace.global_deps += int((~inside).sum())
+            c["done"][run] = True
+            solved += run.size
+            progress = True
+        trace.ticks += 1
+        if not progress:
+            raise RuntimeError(f"chunked {variant} schedule deadlocked after {trace.ticks} ticks with {n - solved} "
+                               "rows unsolved")
+    return x, trace
 
 
 def partition(L: sp.csr_matrix, k: int) -> np.ndarray:

@@ -12,6 +12,11 @@
   row, rows taken in level order). The analysis computes each row's dependency count on the GPU
   ("levels": also the levels, on the host, as the level-set analysis); the solve zeroes the
   counters, sums and ticket and launches once.
+- ``SyncFreeV2``: the v2 sync-free kernels (sptrsv.cu ``syncfree_push`` / ``syncfree_pull``):
+  a persistent grid (``blocks_per_sm`` blocks of 256 threads per SM; blocks beyond residency find
+  the ticket spent) over chunks of the level order, dependencies inside a chunk through shared
+  memory. The analysis runs on the GPU (``device_levels``: the ``level_analysis`` kernel and the
+  level order by CuPy; schedule.py has its NumPy twin), timed by CUDA events as cuSPARSE's.
 
 Each solver holds its output in ``x`` (a CuPy array). Matrices come from :func:`upload`.
 """
@@ -30,9 +35,12 @@ from repro.papers.sptrsv import schedule
 from repro.papers.sptrsv.matrices import check_lower
 
 STEM = "sptrsv"
-THREADS = 256
+THREADS = 256  # also the rows per chunk of the v2 kernels (CHUNK in sptrsv.cu)
 SPIN_LIMIT_CYCLES = 10**10  # a row waiting longer (about 5 s) is a stall: the kernel ends, check() raises
-METHODS = ("cusparse", "levelset", "syncfree_warp", "syncfree_thread", "syncfree_levels")
+METHODS = ("cusparse", "levelset", "syncfree_warp", "syncfree_thread", "syncfree_levels", "syncfree_push",
+           "syncfree_pull")
+BLOCKS_PER_SM = 8  # 2048 resident threads per SM on Hopper at 256 a block (the v2 kernels use <= 32 registers)
+MAX_SLEEP_NS = 256  # the longest __nanosleep of a waiting v2 row (a quarter of a hop): assumed
 WARP_ROW_NNZ = 16.0  # level-set rows this long on average get a warp each, shorter ones a thread
 
 
@@ -204,6 +212,82 @@ class SyncFree:
                                "dependencies: the solve stalled")
 
 
+def device_levels(m: DeviceMatrix, kernels_dir: Path | None = None):
+    """The level analysis on the GPU (sptrsv.cu ``level_analysis``, then the level order with CuPy):
+    (level, perm, level_ptr, pos) as CuPy arrays, equal to schedule.analyse's on the host."""
+    import cupy
+
+    fn = kernels.function(STEM, "level_analysis", m.device, kernels_dir)
+    with cupy.cuda.Device(m.device):
+        depth = cupy.zeros(m.n, dtype=np.int32)
+        ticket = cupy.zeros(1, dtype=np.int32)
+        stalled = cupy.full(1, -1, dtype=np.int32)
+        fn((kernels.sm_count(m.device) * BLOCKS_PER_SM, 1, 1), (THREADS, 1, 1),
+           (m.csr[0], m.csr[1], depth, ticket, np.int32(m.n), np.uint32(MAX_SLEEP_NS), np.int64(SPIN_LIMIT_CYCLES),
+            stalled))
+        row = int(stalled.get()[0])
+        if row >= 0:
+            raise RuntimeError(f"level_analysis: row {row} waited more than {SPIN_LIMIT_CYCLES:.0e} cycles")
+        level = depth - 1
+        return (level, *schedule.level_order(level, cupy))
+
+
+class SyncFreeV2:
+    """The v2 sync-free kernels, ``variant`` "push" (CSC, counters) or "pull" (CSR, ready flags)."""
+
+    def __init__(self, m: DeviceMatrix, b, kernels_dir: Path | None = None, variant: str = "push",
+                 blocks_per_sm: int = BLOCKS_PER_SM):
+        import cupy
+
+        if variant not in ("push", "pull"):
+            raise ValueError(f"v2 sync-free variant must be 'push' or 'pull', got {variant!r}")
+        self.name = f"syncfree_{variant}"
+        self.m, self.b, self.variant = m, b, variant
+        self.x = cupy.zeros(m.n, dtype=np.float64)
+        self.ticket = cupy.zeros(1, dtype=np.int32)
+        self.stalled = cupy.full(1, -1, dtype=np.int32)
+        if variant == "push":
+            self.left_sum = cupy.zeros(m.n, dtype=np.float64)
+            self.count = cupy.zeros(m.n, dtype=np.int32)
+        else:
+            self.ready = cupy.zeros(m.n, dtype=np.int32)
+            self.epoch = 0
+        self.need = self.need_local = self.perm = self.pos = None
+        self._kernels_dir = kernels_dir
+        self._fn = kernels.function(STEM, self.name, m.device, kernels_dir)
+        self._grid = (kernels.sm_count(m.device) * blocks_per_sm, 1, 1)
+
+    def analyse(self) -> None:
+        """On the GPU: the levels (device_levels), the level order and each row's place in it, and
+        for push the dependency counts, all and in the row's own chunk."""
+        import cupy
+
+        _, self.perm, _, self.pos = device_levels(self.m, self._kernels_dir)
+        if self.variant == "push":
+            row_ptr, col = self.m.csr[0], self.m.csr[1]
+            self.need = (row_ptr[1:] - row_ptr[:-1] - 1).astype(np.int32)
+            self.need_local = schedule.local_need(row_ptr, col, self.pos, THREADS, cupy)
+
+    def solve(self) -> None:
+        self.ticket.fill(0)
+        limits = (np.uint32(MAX_SLEEP_NS), np.int64(SPIN_LIMIT_CYCLES), self.stalled)
+        if self.variant == "push":
+            self.count.fill(0)
+            self.left_sum.fill(0)
+            indptr, indices, data = self.m.csc
+            self._fn(self._grid, (THREADS, 1, 1), (indptr, indices, data, self.b, self.x, self.left_sum, self.count,
+                                                   self.need, self.need_local, self.perm, self.pos, self.ticket,
+                                                   np.int32(self.m.n), *limits))
+        else:
+            self.epoch += 1  # a new epoch marks every row not ready: no reset of the flags
+            indptr, indices, data = self.m.csr
+            self._fn(self._grid, (THREADS, 1, 1), (indptr, indices, data, self.b, self.x, self.ready,
+                                                   np.int32(self.epoch), self.perm, self.pos, self.ticket,
+                                                   np.int32(self.m.n), *limits))
+
+    check = SyncFree.check
+
+
 def solvers(m: DeviceMatrix, b, kernels_dir: Path | None, analysis: schedule.Analysis | None = None,
             methods: tuple[str, ...] = METHODS) -> dict[str, Any]:
     """The named solvers for one uploaded matrix and right-hand side."""
@@ -213,6 +297,8 @@ def solvers(m: DeviceMatrix, b, kernels_dir: Path | None, analysis: schedule.Ana
             made[name] = CuSparse(m, b)
         elif name == "levelset":
             made[name] = LevelSet(m, b, kernels_dir, analysis)
+        elif name in ("syncfree_push", "syncfree_pull"):
+            made[name] = SyncFreeV2(m, b, kernels_dir, name.removeprefix("syncfree_"))
         elif name.startswith("syncfree_"):
             made[name] = SyncFree(m, b, kernels_dir, name.removeprefix("syncfree_"), analysis)
         else:

@@ -21,8 +21,52 @@
 // A row that waits longer than `spin_limit` clock cycles stops waiting, records itself in
 // *stalled (which starts at -1) and goes on with what it has, so a stalled solve ends with an
 // error the host reports instead of hanging the GPU.
+//
+// Sync-free v2, the published kernels' quality (`syncfree_push`, `syncfree_pull`): a persistent
+// grid whose blocks take chunks of blockDim.x consecutive rows of the level order (perm; pos is
+// its inverse) from `ticket`, one row a thread, a chunk at a time (every row of a chunk depends
+// only on earlier positions: no deadlock for any grid size). A dependency between two rows of
+// the same chunk goes through shared memory; one between chunks through global memory with one
+// release-ordered update per row (not a fence per non-zero), and the waiter backs off with
+// __nanosleep (at most `max_sleep_ns`) so that hundreds of thousands of pollers leave the L2 to
+// the writers.
+// - `syncfree_push` (CSC push, Liu's counters): row i adds L[r][i] x[i] to r's sum and counts
+//   r's dependency done: in shared memory for r in the chunk, else to left_sum[r] and then, after
+//   one __threadfence for all of them, count[r]. Row r waits until its shared count reaches
+//   need_local[r] (its dependencies in its chunk, from the analysis), then until count[r] reaches
+//   the rest of need[r]. count and left_sum are zero before each solve.
+// - `syncfree_pull` (CSR pull, write first): row i reads each dependency c once it is ready:
+//   from shared memory for c in the chunk, else x[c] after ready[c] == epoch (an acquire load);
+//   then writes x[i] and releases ready[i] = epoch (st.release: x before the flag). A new epoch
+//   per solve, so the flags need no reset between solves (ready starts at 0, epochs at 1).
+//
+// Level analysis on the GPU (`level_analysis`, for the v2 kernels): depth[i] = 1 + the largest
+// depth of row i's dependencies (1 for a row without), i.e. its level + 1, so a non-zero depth
+// is its own ready flag (st.release; readers ld.acquire). CSR pull in natural order, blocks
+// taking 256-row chunks from `ticket` (a row's dependencies are earlier rows: no deadlock);
+// dependencies inside the chunk read shared memory. depth and ticket are zero before the launch.
+//
+// Hop latency (`hop_latency`): the sync-free solve's unit of latency, one dependency passed
+// between two thread blocks: write the value, release a flag, the other block acquire-polls the
+// flag and reads the value. Blocks 0 and 1 play ping-pong for `rounds` round trips (2 hops each);
+// block 0 times the loop with %globaltimer, so launch overhead is not in it. A solve whose
+// levels each wait for one such hop takes at least levels x hop: the ceiling in bench.py.
 
 #include <cstdint>
+
+__device__ __forceinline__ int load_acquire(const int* p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void store_release(int* p, int v) {
+    asm volatile("st.release.gpu.global.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned long long global_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
 
 __device__ __forceinline__ int load_volatile(const int* p) { return *(const volatile int*)p; }
 __device__ __forceinline__ double load_volatile(const double* p) { return *(const volatile double*)p; }
@@ -110,5 +154,194 @@ extern "C" __global__ void syncfree_thread(const int* __restrict__ colptr, const
         atomicAdd(left_sum + r, val[p] * xi);
         __threadfence();
         atomicAdd(count + r, 1);
+    }
+}
+
+__device__ __forceinline__ bool spun_out(long long start, long long spin_limit, int* stalled, int row) {
+    if (clock64() - start <= spin_limit) return false;
+    atomicCAS(stalled, -1, row);
+    return true;
+}
+
+__device__ __forceinline__ void back_off(unsigned& ns, unsigned max_ns) {
+    __nanosleep(ns);
+    ns = min(2 * ns, max_ns);
+}
+
+constexpr int CHUNK = 256;  // rows per chunk: the launch's blockDim.x
+
+// The next chunk of the level order for this block, in *chunk; false when every chunk is taken.
+__device__ __forceinline__ bool next_chunk(int* ticket, int* chunk, int n) {
+    __syncthreads();  // the previous chunk's rows are done with the shared arrays
+    if (threadIdx.x == 0) *chunk = atomicAdd(ticket, 1) * CHUNK;
+    __syncthreads();
+    return *chunk < n;
+}
+
+extern "C" __global__ void __launch_bounds__(CHUNK) syncfree_push(
+    const int* __restrict__ colptr, const int* __restrict__ rowidx, const double* __restrict__ val,
+    const double* __restrict__ b, double* __restrict__ x, double* left_sum, int* count,
+    const int* __restrict__ need, const int* __restrict__ need_local, const int* __restrict__ perm,
+    const int* __restrict__ pos, int* ticket, int n, unsigned max_sleep_ns, long long spin_limit, int* stalled) {
+    __shared__ double s_sum[CHUNK];
+    __shared__ int s_count[CHUNK];
+    __shared__ int base;
+    const int t = threadIdx.x;
+    while (next_chunk(ticket, &base, n)) {
+        s_sum[t] = 0.0;
+        s_count[t] = 0;
+        __syncthreads();
+        if (base + t < n) {
+            const int i = perm[base + t], near = need_local[i], far_need = need[i] - near;
+            const long long start = clock64();
+            // the chunk's dependencies first (shared memory, no global traffic), then the rest
+            while (*(volatile int*)&s_count[t] != near && !spun_out(start, spin_limit, stalled, i)) {}
+            __threadfence_block();
+            if (far_need > 0) {
+                unsigned ns = 32;
+                for (int spins = 0; load_acquire(count + i) != far_need; ++spins) {
+                    if (spun_out(start, spin_limit, stalled, i)) break;
+                    if (spins >= 8) back_off(ns, max_sleep_ns);
+                }
+            }
+            const int first = colptr[i], end = colptr[i + 1];
+            const double xi = (b[i] - load_volatile(left_sum + i) - *(volatile double*)&s_sum[t]) / val[first];
+            x[i] = xi;
+            bool far = false;
+            for (int p = first + 1; p < end; ++p) {  // dependents in the chunk first: they are the closest
+                const int l = pos[rowidx[p]] - base;
+                if ((unsigned)l < CHUNK) {
+                    atomicAdd(&s_sum[l], val[p] * xi);
+                    __threadfence_block();
+                    atomicAdd(&s_count[l], 1);
+                } else {
+                    far = true;
+                }
+            }
+            if (far) {
+                for (int p = first + 1; p < end; ++p) {
+                    const int r = rowidx[p];
+                    if ((unsigned)(pos[r] - base) >= CHUNK) atomicAdd(left_sum + r, val[p] * xi);
+                }
+                __threadfence();  // once per row: every sum above before any count below
+                for (int p = first + 1; p < end; ++p) {
+                    const int r = rowidx[p];
+                    if ((unsigned)(pos[r] - base) >= CHUNK) atomicAdd(count + r, 1);
+                }
+            }
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(CHUNK) syncfree_pull(
+    const int* __restrict__ rowptr, const int* __restrict__ colidx, const double* __restrict__ val,
+    const double* __restrict__ b, double* x, int* ready, int epoch, const int* __restrict__ perm,
+    const int* __restrict__ pos, int* ticket, int n, unsigned max_sleep_ns, long long spin_limit, int* stalled) {
+    __shared__ double s_x[CHUNK];
+    __shared__ int s_ready[CHUNK];
+    __shared__ int base;
+    const int t = threadIdx.x;
+    while (next_chunk(ticket, &base, n)) {
+        s_ready[t] = 0;
+        __syncthreads();
+        if (base + t < n) {
+            const int i = perm[base + t];
+            const int lo = rowptr[i], diag = rowptr[i + 1] - 1;
+            const long long start = clock64();
+            double s = b[i];
+            for (int p = lo; p < diag; ++p) {
+                const int c = colidx[p], l = pos[c] - base;
+                double xc;
+                if ((unsigned)l < CHUNK) {  // in the chunk: an earlier thread of this block
+                    while (*(volatile int*)&s_ready[l] == 0 && !spun_out(start, spin_limit, stalled, i)) {}
+                    __threadfence_block();
+                    xc = *(volatile double*)&s_x[l];
+                } else {
+                    unsigned ns = 32;
+                    for (int spins = 0; load_acquire(ready + c) != epoch; ++spins) {
+                        if (spun_out(start, spin_limit, stalled, i)) break;
+                        if (spins >= 8) back_off(ns, max_sleep_ns);
+                    }
+                    xc = load_volatile(x + c);
+                }
+                s -= val[p] * xc;
+            }
+            const double xi = s / val[diag];
+            s_x[t] = xi;
+            __threadfence_block();
+            *(volatile int*)&s_ready[t] = 1;
+            x[i] = xi;
+            store_release(ready + i, epoch);  // once per row: x[i] before its flag
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(CHUNK) level_analysis(
+    const int* __restrict__ rowptr, const int* __restrict__ colidx, int* depth, int* ticket, int n,
+    unsigned max_sleep_ns, long long spin_limit, int* stalled) {
+    __shared__ int s_depth[CHUNK];
+    __shared__ int base;
+    const int t = threadIdx.x;
+    while (next_chunk(ticket, &base, n)) {
+        s_depth[t] = 0;
+        __syncthreads();
+        const int i = base + t;
+        if (i < n) {
+            const long long start = clock64();
+            int deepest = 0;
+            for (int p = rowptr[i], diag = rowptr[i + 1] - 1; p < diag; ++p) {
+                const int c = colidx[p], l = c - base;
+                int dc;
+                if ((unsigned)l < CHUNK) {
+                    while ((dc = *(volatile int*)&s_depth[l]) == 0 && !spun_out(start, spin_limit, stalled, i)) {}
+                } else {
+                    unsigned ns = 32;
+                    for (int spins = 0; (dc = load_acquire(depth + c)) == 0; ++spins) {
+                        if (spun_out(start, spin_limit, stalled, i)) break;
+                        if (spins >= 8) back_off(ns, max_sleep_ns);
+                    }
+                }
+                deepest = max(deepest, dc);
+            }
+            *(volatile int*)&s_depth[t] = deepest + 1;
+            store_release(depth + i, deepest + 1);
+        }
+    }
+}
+
+// flags and payload: the two directions on separate 128-byte lines (flags[0], flags[32];
+// payload[0], payload[16]); payload[32] gets the last value (2 x rounds when every hop carried
+// its value), elapsed_ns[0] the loop's time. Flags start at 0.
+extern "C" __global__ void hop_latency(double* payload, int* flags, int rounds, long long* elapsed_ns,
+                                       long long spin_limit, int* stalled) {
+    if (threadIdx.x != 0 || blockIdx.x > 1) return;
+    const bool ping = blockIdx.x == 0;
+    int* mine = flags + (ping ? 0 : 32);
+    const int* theirs = flags + (ping ? 32 : 0);
+    double* out = payload + (ping ? 0 : 16);
+    const double* in = payload + (ping ? 16 : 0);
+    const long long start = clock64();
+    const unsigned long long t0 = global_ns();
+    double v = 0.0;
+    for (int k = 1; k <= rounds; ++k) {
+        if (ping) {
+            *out = v + 1.0;
+            store_release(mine, k);
+        }
+        while (load_acquire(theirs) != k) {
+            if (clock64() - start > spin_limit) {
+                atomicCAS(stalled, -1, k);
+                return;
+            }
+        }
+        v = *(const volatile double*)in;
+        if (!ping) {
+            *out = v + 1.0;
+            store_release(mine, k);
+        }
+    }
+    if (ping) {
+        elapsed_ns[0] = (long long)(global_ns() - t0);
+        payload[32] = v;
     }
 }
