@@ -11,6 +11,7 @@ import yaml
 from conftest import REPO
 from repro.experiment import Context
 from repro.papers.pimcaps import experiment, pim_model
+from repro.papers.pimcaps import tornado as pim_tornado
 from repro.papers.pimcaps.pim_model import HMCParams, Workload
 
 
@@ -110,9 +111,9 @@ def test_tornado_moves_the_headline_by_each_assumed_parameter(tmp_path):
     base = dict(config="mnist", low_capsules=1152, classes=10, class_dim=16, primary_dim=8, iterations=3)
     rows = [dict(base, batch=b, variant="eager", conv_s=1e-6, routing_s=1e-2, routing_share=0.99) for b in (8, 100)]
     path = write_characterisation(tmp_path, rows)
-    spans = {f"hw.{k}": experiment.sensitivity.Span(getattr(HMCParams(), k) / 2, getattr(HMCParams(), k) * 2, "test")
+    spans = {f"hw.{k}": pim_tornado.sensitivity.Span(getattr(HMCParams(), k) / 2, getattr(HMCParams(), k) * 2, "test")
              for k in pim_model.ASSUMED}
-    result = experiment.tornado(experiment.TornadoParams(spans=spans, target=2.07),
+    result = pim_tornado.tornado(pim_tornado.TornadoParams(spans=spans, target=2.07),
                                 Context(out_dir=tmp_path, inputs={"characterise": path}))
     table = result.tables["tornado"].set_index("key")
     assert table.loc["hw.vault_gbps", "value_low"] < table.loc["hw.vault_gbps", "base"] < table.loc["hw.vault_gbps", "value_high"]

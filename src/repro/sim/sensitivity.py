@@ -17,7 +17,6 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
-from repro.sim.engine import pool_map
 from repro.sim.params import ParamError
 
 Headline = Callable[[dict], dict[str, float]]
@@ -67,6 +66,9 @@ def study(headline: Headline, defaults: dict[str, float], factors: Iterable[floa
     ``categorical`` alternative (key -> the other value), and for each sensitive numeric key a
     ``curve`` over ``curve_factors`` (reusing the screened points). Returns (screen, curves, base,
     events), ``events`` summed from the headlines' ``_events`` where they report it."""
+    from repro.sim.engine import pool_map  # here, not at the top: engine needs SimPy, which the GPU steps
+    # that use the tornado (pimcaps' experiment module) neither have nor need
+
     factors, curve_factors = list(factors), list(curve_factors)
     with pool_map(workers) as mapper:
         table, base = screen(headline, defaults, defaults, factors, threshold, mapper, progress)
