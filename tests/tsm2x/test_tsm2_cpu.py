@@ -588,3 +588,36 @@ def test_figure_without_copy_ceiling_plots_gbps(tmp_path):
     df.to_csv(tmp_path / "points.csv", index=False)
     fig = figures.tsm2_l(tmp_path)
     assert fig.axes[2].get_ylabel() == "GB/s"
+
+
+def test_dispatch_config_covers_mid_size_and_odd_shapes():
+    cfg = experiment_cfg("tsm2x/dispatch")
+    assert cfg.name == "dispatch" and cfg.paper == "tsm2x"
+    spec = load_entry(cfg.entry)
+    assert spec.needs_gpu and spec.params is bench.DispatchParams
+    paper = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(bench.DispatchParams), cfg.params))
+    smoke = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(bench.DispatchParams), cfg.params, cfg.smoke))
+    grid = bench.grid_dispatch(paper)
+    assert len(grid) == 96 and 0 < len(bench.grid_dispatch(smoke)) <= 4
+    assert {d for d, *_ in grid} == {"float32", "float64"} and {b for *_, b in grid} == {"colmajor", "strided"}
+    assert min(m for _, m, *_ in grid) >= 10_000 and max(k for _, _, k, *_ in grid) <= 4096
+    assert {n for *_, n, _ in grid} >= {1, 16} and any(m % 2 for _, m, *_ in grid)
+
+
+def test_summarize_dispatch_takes_the_worst_library_and_regime():
+    rows = []
+    for i, fallback in enumerate((True, False, True)):
+        row = dict(fallback=fallback, ok=True, failed_candidates=0)
+        for regime, scale in (("warm", 1.0), ("cold", 0.5)):
+            torch_r, cupy_r = 1.0 - 0.01 * i * scale, 0.97 + 0.1 * i
+            row |= {f"ratio_torch_{regime}": torch_r, f"ratio_cupy_{regime}": cupy_r,
+                    f"ratio_{regime}": min(torch_r, cupy_r),
+                    f"overhead_torch_{regime}_us": 1.0 + i, f"overhead_cupy_{regime}_us": 2.0 + i}
+        rows.append(row)
+    m = bench.summarize_dispatch(pd.DataFrame(rows))
+    assert m["dispatch_min_vs_cublas_warm"] == pytest.approx(0.97)  # CuPy's caller on the first shape
+    assert m["dispatch_min_vs_cublas_cold"] == pytest.approx(0.97)
+    both = [1.0, 0.99, 0.98, 0.97, 1.07, 1.17]
+    assert m["dispatch_geomean_vs_cublas_warm"] == pytest.approx(math.exp(np.log(both).mean()))
+    assert m["n_fallback"] == 2 and m["fallback_overhead_us_torch"] == pytest.approx(2.0)
+    assert m["fallback_overhead_us_cupy"] == pytest.approx(3.0)

@@ -356,3 +356,15 @@ def test_bench_tsm2_l_end_to_end(tmp_path, kernels_dir):
     df.to_csv(tmp_path / "points.csv", index=False)
     assert len(figures.tsm2_l(tmp_path).axes) == 4
 
+
+def test_bench_dispatch_end_to_end(tmp_path, kernels_dir):
+    p = bench.DispatchParams(m=[1001], k=[37], n=[3], b_layouts=["colmajor", "strided"], call_batches=2,
+                             call_target_ms=0.5, **TINY)
+    res = bench.tsm2_dispatch(p, _ctx(tmp_path, kernels_dir))
+    df = res.tables["points"]
+    assert len(df) == 4 and df["ok"].all(), df[["dtype", "b_layout", "err_torch", "err_cupy", "tol"]]
+    times = [c for c in df.columns if c.startswith("t_") and c.endswith("_us")]
+    assert len(times) == 10 and (df[times] > 0).all().all()
+    assert {"dispatch_min_vs_cublas_warm", "dispatch_min_vs_cublas_cold", "dispatch_geomean_vs_cublas_warm",
+            "n_points", "n_fallback"} <= set(res.metrics)
+    assert res.artifacts["tuning"].exists()
