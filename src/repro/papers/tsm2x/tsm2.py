@@ -1,5 +1,15 @@
 """Call the TSM2R / TSM2L kernels on CuPy arrays or torch CUDA tensors, without copies.
 
+The call to make is the tuned one, which runs our kernel only where it beat cuBLAS for this shape
+on this card and the operands' own torch.mm / cupy.matmul otherwise (tuner.py, the choice rule):
+
+    from repro.papers.tsm2x import matmul
+    C = matmul(A, B)                 # any A, B that A @ B takes; the first call of a shape tunes it
+    C = matmul(A, B, expect="cold")  # a stream of different operands (default: by size against L2)
+
+The raw kernels below run one variant, untuned: the default variant (no k split) is often slower
+than cuBLAS (0.26-0.49x on mid-size shapes of an H100), so use them to test or time a variant:
+
     C = tsm2r(A, B)            # A: m x k (large), B: k x n, n <= 16
     C = tsm2l(A, B, out=C)     # A: m x k with k <= 16 (m up to ~1e7), B: k x n, n <= 16
 
