@@ -22,9 +22,12 @@ the caller's arrays. Its cuBLAS path is the caller's own library: `torch.mm` for
 variant are looked up once per operand signature (library, shapes, strides, dtype, device), so a
 repeated call costs one dictionary lookup before the library call or the kernel launch.
 
-Timing (time_queued): CUDA events around each call, calls queued behind a short GPU spin
-(torch.cuda._sleep) so the CPU's launch overhead overlaps GPU work and the events measure device
-time; warm-up first, then the median of repeats chosen to fill a target time.
+Timers are the caller's. `dispatch` uses back_to_back_time: calls issued back to back, host clock
+until the device is idle, so a call whose host cost exceeds its device time is charged for it (a
+small shape's cuBLAS call can win that way). The paper benchmarks (experiment.py) use time_queued:
+CUDA events around each call, calls queued behind a short GPU spin (torch.cuda._sleep) so the
+CPU's launch overhead overlaps GPU work and the events measure device time; warm-up first, then
+the median of repeats chosen to fill a target time.
 
 Before a variant of ours is timed, its output is checked once against cuBLAS on the same operands
 (output_checker): a variant whose relative max error exceeds the tolerance (twice bench's fp64
@@ -382,9 +385,6 @@ def native_matmul(A: Any, B: Any, out: Any = None) -> Any:
     return cupy.matmul(A, B, out=out)
 
 
-NATIVE = "cublas"  # the route name of native_matmul in Tuner.routes
-
-
 def _torch():
     import sys
 
@@ -449,19 +449,20 @@ def dispatch(kind: str, A: Any, B: Any, out: Any = None, *, tuner: Tuner, expect
     return run(A, B, out), choice
 
 
-_DEFAULT_TUNERS: dict[str, Tuner] = {}
+_DEFAULT_TUNERS: dict[int, Tuner] = {}
 
 
 def default_tuner() -> Tuner:
-    """The process's tuner for matmul: its times are kept in $REPRO_TSM2X_TUNING (a JSON file) where
-    set, else in memory for the process."""
+    """The process's tuner for matmul on the current device: its times are kept in
+    $REPRO_TSM2X_TUNING (a JSON file, keyed by card) where set, else in memory for the process."""
     import os
 
-    name = gpu_name()
-    if name not in _DEFAULT_TUNERS:
+    device = _torch().cuda.current_device()
+    tuner = _DEFAULT_TUNERS.get(device)
+    if tuner is None:
         path = os.environ.get("REPRO_TSM2X_TUNING")
-        _DEFAULT_TUNERS[name] = Tuner(Path(path) if path else None, name)
-    return _DEFAULT_TUNERS[name]
+        tuner = _DEFAULT_TUNERS[device] = Tuner(Path(path) if path else None, _torch().cuda.get_device_name(device))
+    return tuner
 
 
 def matmul(A: Any, B: Any, out: Any = None, *, expect: str | None = None, tuner: Tuner | None = None,
