@@ -358,8 +358,8 @@ def test_bench_tsm2_l_end_to_end(tmp_path, kernels_dir):
 
 
 def test_bench_dispatch_end_to_end(tmp_path, kernels_dir):
-    p = bench.DispatchParams(m=[1001], k=[37], n=[3], b_layouts=["colmajor", "strided"], call_batches=2,
-                             call_target_ms=0.5, **TINY)
+    p = bench.DispatchParams(m=[1001], k=[37], n=[3], b_layouts=["colmajor", "strided"], dtypes=["float32", "float64"],
+                             warmup=1, call_batches=2, call_target_ms=0.5, rotate_bytes=1 << 22)
     res = bench.tsm2_dispatch(p, _ctx(tmp_path, kernels_dir))
     df = res.tables["points"]
     assert len(df) == 4 and df["ok"].all(), df[["dtype", "b_layout", "err_torch", "err_cupy", "tol"]]
