@@ -44,6 +44,7 @@ import functools
 import logging
 import math
 import statistics
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -374,30 +375,25 @@ def cold_copies(nbytes: int, l2: int, max_copies: int = 64) -> int:
     return max(1, min(max_copies, math.ceil(4 * l2 / max(nbytes, 1))))
 
 
-def native_matmul(A: Any, B: Any, out: Any = None) -> Any:
-    """C = A @ B by the operands' own library (torch.mm, cupy.matmul): the fastest cuBLAS path for
-    the caller's arrays, with no conversion; C is `out` if given, else whatever the library returns."""
-    torch = _torch()
+def native_route(A: Any) -> Callable[[Any, Any, Any], Any]:
+    """route(A, B, out) -> A @ B by the library of A (torch.mm, cupy.matmul): the fastest cuBLAS path
+    for the caller's arrays, with no conversion; C is `out` if given, else what the library returns."""
+    torch = sys.modules.get("torch")
     if torch is not None and isinstance(A, torch.Tensor):
-        return torch.mm(A, B) if out is None else torch.mm(A, B, out=out)
+        mm = torch.mm
+        return lambda A, B, out: mm(A, B) if out is None else mm(A, B, out=out)
     import cupy
 
-    return cupy.matmul(A, B, out=out)
-
-
-def _torch():
-    import sys
-
-    return sys.modules.get("torch")
+    return lambda A, B, out: cupy.matmul(A, B, out=out)
 
 
 def _meta(x: Any) -> tuple:
     """What a route depends on: library, dtype, device, shape, strides (not the pointer)."""
     if x is None:
         return ()
-    torch = _torch()
+    torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
-        return (x.dtype, x.device, x.shape, x.stride())
+        return (x.dtype, x.get_device(), x.shape, x.stride())
     return (type(x), str(x.dtype), getattr(getattr(x, "device", None), "id", None), x.shape, getattr(x, "strides", None))
 
 
@@ -420,7 +416,7 @@ def _resolve(kind: str, A: Any, B: Any, out: Any, expect: str | None, tuner: Tun
              timing: dict) -> tuple[Callable[[Any, Any, Any], Any], Choice]:
     """The runner for this operand signature and the choice behind it, tuning the shape if new."""
     prob = tsm2.plan(kind, A, B, out)
-    device = prob.a.device if prob.a.device is not None else _torch().cuda.current_device()
+    device = prob.a.device if prob.a.device is not None else sys.modules["torch"].cuda.current_device()
     nbytes = operand_bytes(prob)
     regimes = deciding_regimes(nbytes, l2_bytes(device), expect)
     choice = tuner.lookup(kind, prob.dtype, prob.m, prob.k, prob.n, regimes)
@@ -430,7 +426,7 @@ def _resolve(kind: str, A: Any, B: Any, out: Any, expect: str | None, tuner: Tun
         check = output_checker(kind, A, B, C, kernels_dir)
         choice = tuner.choose(kind, prob.dtype, prob.m, prob.k, prob.n, timers, check=check, regimes=regimes)
     if choice.fallback:
-        return (lambda A, B, out: native_matmul(A, B, out)), choice
+        return native_route(A), choice
     return tsm2.bind(kind, A, B, out, choice.choice, kernels_dir), choice
 
 
@@ -457,11 +453,12 @@ def default_tuner() -> Tuner:
     $REPRO_TSM2X_TUNING (a JSON file, keyed by card) where set, else in memory for the process."""
     import os
 
-    device = _torch().cuda.current_device()
+    torch = sys.modules["torch"]
+    device = torch.cuda.current_device()
     tuner = _DEFAULT_TUNERS.get(device)
     if tuner is None:
         path = os.environ.get("REPRO_TSM2X_TUNING")
-        tuner = _DEFAULT_TUNERS[device] = Tuner(Path(path) if path else None, _torch().cuda.get_device_name(device))
+        tuner = _DEFAULT_TUNERS[device] = Tuner(Path(path) if path else None, torch.cuda.get_device_name(device))
     return tuner
 
 
@@ -488,6 +485,6 @@ def matmul(A: Any, B: Any, out: Any = None, *, expect: str | None = None, tuner:
             route = _resolve(kind, A, B, out, expect, tuner, kernels_dir, {})
         except ValueError as exc:  # operands our kernels do not take: the library's own matmul
             log.info("tsm2x.matmul: cuBLAS for %s: %s", sig[3:], exc)
-            route = ((lambda A, B, out: native_matmul(A, B, out)), None)
+            route = (native_route(A), None)
         tuner.routes[sig] = route
     return route[0](A, B, out)
