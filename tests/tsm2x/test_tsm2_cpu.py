@@ -3,6 +3,7 @@ the tuner's choice and cache with a fake timer, metrics and figures from synthet
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -17,7 +18,8 @@ from omegaconf import OmegaConf
 
 from repro.experiment import load_entry
 from repro.papers.tsm2x import experiment as bench, figures, tsm2
-from repro.papers.tsm2x.tuner import CUBLAS, Tuner
+from repro.papers.tsm2x import tuner as tuner_mod
+from repro.papers.tsm2x.tuner import CACHE_VERSION, CUBLAS, REGIMES, Choice, Tuner, decide, deciding_regimes
 
 from conftest import REPO, experiment_cfg
 
@@ -260,21 +262,23 @@ class FakeTimer:
 def test_tuner_picks_fastest_variant_and_caches_it(tmp_path):
     cache = tmp_path / "tuning.json"
     timer = FakeTimer({"tsm2r_f32_n4_t128_v2_s4": 2e-4, "cublas_torch": 5e-4, "cublas_cupy": 4e-4})
-    choice = Tuner(cache, "H200").choose("r", "f32", 10240, 1280, 3, timer)
+    choice = Tuner(cache, "H200").choose("r", "f32", 10240, 1280, 3, {"cold": timer})
     assert choice.choice == choice.best_variant == "tsm2r_f32_n4_t128_v2_s4"
     assert choice.best_cublas == "cublas_cupy" and not choice.fallback
     assert set(timer.calls) == {v.name for v in tsm2.candidates("r", "f32", 1280, 3)} | set(CUBLAS)
-    assert choice.times_us["cublas_torch"] == pytest.approx(500.0)
+    assert choice.times_us["cold"]["cublas_torch"] == pytest.approx(500.0)
     data = json.loads(cache.read_text())
-    assert data["gpus"]["H200"]["tsm2r/f32/m10240/k1280/n3"]["choice"] == "tsm2r_f32_n4_t128_v2_s4"
+    assert data["version"] == CACHE_VERSION
+    assert data["gpus"]["H200"]["tsm2r/f32/m10240/k1280/n3"]["times_us"]["cold"]["tsm2r_f32_n4_t128_v2_s4"] == 200.0
 
-    again = Tuner(cache, "H200").choose("r", "f32", 10240, 1280, 3, lambda name: pytest.fail("a cache hit re-timed"))
+    again = Tuner(cache, "H200").choose("r", "f32", 10240, 1280, 3,
+                                        {"cold": lambda name: pytest.fail("a cache hit re-timed")})
     assert again == choice
 
 
 def test_tuner_falls_back_to_cublas_when_ours_is_not_faster(tmp_path):
     timer = FakeTimer({"cublas_torch": 1e-4}, default=1e-4)  # a tie is not a win
-    choice = Tuner(tmp_path / "t.json", "H200").choose("l", "f64", 10_000, 2, 2, timer)
+    choice = Tuner(tmp_path / "t.json", "H200").choose("l", "f64", 10_000, 2, 2, {"cold": timer})
     assert choice.fallback and choice.choice == "cublas_torch"
     assert choice.best_variant in {v.name for v in tsm2.candidates("l", "f64", 2, 2)}
 
@@ -282,12 +286,12 @@ def test_tuner_falls_back_to_cublas_when_ours_is_not_faster(tmp_path):
 def test_tuner_skips_failing_candidates_and_records_them(tmp_path):
     bad = "tsm2r_f64_n16_t128_v2_s8"
     timer = FakeTimer({bad: 1e-6, "tsm2r_f64_n16_t128_v1_s2": 3e-4}, fail=(bad,))
-    choice = Tuner(None, "H200").choose("r", "f64", 20480, 20480, 16, timer)
+    choice = Tuner(None, "H200").choose("r", "f64", 20480, 20480, 16, {"cold": timer})
     assert choice.choice == "tsm2r_f64_n16_t128_v1_s2"
     assert list(choice.errors) == [bad] and "cluster launch failed" in choice.errors[bad]
     everything = tuple(v.name for v in tsm2.candidates("r", "f64", 5, 5)) + CUBLAS
     with pytest.raises(RuntimeError, match="no candidate ran"):
-        Tuner(None, "H200").choose("r", "f64", 100, 5, 5, FakeTimer({}, fail=everything))
+        Tuner(None, "H200").choose("r", "f64", 100, 5, 5, {"cold": FakeTimer({}, fail=everything)})
 
 
 def test_tuner_never_chooses_a_wrong_candidate(tmp_path, caplog):
@@ -304,34 +308,186 @@ def test_tuner_never_chooses_a_wrong_candidate(tmp_path, caplog):
 
     cache = tmp_path / "t.json"
     with caplog.at_level("WARNING", logger="repro"):
-        choice = Tuner(cache, "H200").choose("r", "f32", 1000, 370, 3, timer, check=check)
+        choice = Tuner(cache, "H200").choose("r", "f32", 1000, 370, 3, {"cold": timer}, check=check)
     assert choice.choice == choice.best_variant == good
     assert set(choice.errors) == {wrong, nan}
     assert "0.5" in choice.errors[wrong] and "WrongResult" in choice.errors[wrong] and "nan" in choice.errors[nan]
-    assert wrong not in choice.times_us and wrong not in timer.calls and nan not in timer.calls
+    assert wrong not in choice.times_us["cold"] and wrong not in timer.calls and nan not in timer.calls
     assert set(checked) == {v.name for v in tsm2.candidates("r", "f32", 370, 3)}  # cuBLAS is the reference
     assert any(wrong in r.getMessage() for r in caplog.records)
     assert Tuner(cache, "H200").lookup("r", "f32", 1000, 370, 3).choice == good
     # all of ours wrong: cuBLAS runs
-    everything_wrong = Tuner(None, "H200").choose("r", "f32", 1000, 370, 3, FakeTimer({}), check=lambda name: 1.0)
+    everything_wrong = Tuner(None, "H200").choose("r", "f32", 1000, 370, 3, {"cold": FakeTimer({})},
+                                                   check=lambda name: 1.0)
     assert everything_wrong.fallback and everything_wrong.best_variant is None
     # the tolerance is bench's (x2 against a cuBLAS reference), per dtype and k
     from repro.papers.tsm2x.tuner import check_tolerance
     assert check_tolerance("f32", 370) == pytest.approx(2 * bench.tolerance("float32", 370))
-    edge = Tuner(None, "H200").choose("r", "f32", 1000, 370, 3, FakeTimer({wrong: 1e-6}),
+    edge = Tuner(None, "H200").choose("r", "f32", 1000, 370, 3, {"cold": FakeTimer({wrong: 1e-6})},
                                       check=lambda name: 1.5 * bench.tolerance("float32", 370))
     assert edge.choice == wrong and not edge.errors
 
 
 def test_tuner_cache_is_per_gpu(tmp_path):
     cache = tmp_path / "tuning.json"
-    Tuner(cache, "H200").choose("r", "f32", 100, 10, 2, FakeTimer({}))
+    Tuner(cache, "H200").choose("r", "f32", 100, 10, 2, {"cold": FakeTimer({})})
     other = FakeTimer({})
-    Tuner(cache, "A100").choose("r", "f32", 100, 10, 2, other)
+    Tuner(cache, "A100").choose("r", "f32", 100, 10, 2, {"cold": other})
     assert other.calls
     assert set(json.loads(cache.read_text())["gpus"]) == {"H200", "A100"}
     assert Tuner(cache, "H200").lookup("r", "f32", 100, 10, 2) is not None
     assert Tuner(cache, "H200").lookup("r", "f32", 100, 10, 4) is None
+
+
+# ---- the choice rule: which regime decides, and what wins under it ------------------------------------
+
+MB = 10**6
+
+
+@pytest.mark.parametrize("nbytes, expect, regimes", [
+    (20 * MB, None, ("warm",)),            # <= half of a 50 MB L2: stays resident between calls
+    (25 * MB, None, ("warm",)),
+    (40 * MB, None, ("warm", "cold")),     # the issue's mid-size shapes: ours must win both
+    (100 * MB, None, ("warm", "cold")),
+    (101 * MB, None, ("cold",)),           # past twice L2: every call reads HBM
+    (20 * MB, "cold", ("cold",)),          # the caller's hint overrides the size
+    (3000 * MB, "warm", ("warm",)),
+])
+def test_deciding_regimes_by_operand_bytes_and_hint(nbytes, expect, regimes):
+    assert deciding_regimes(nbytes, 50 * MB, expect) == regimes
+
+
+def test_deciding_regimes_refuses_an_unknown_hint():
+    with pytest.raises(ValueError, match="expect must be one of"):
+        deciding_regimes(MB, 50 * MB, "hot")
+
+
+# the issue's H100 case: ours wins the cold (rotated) timing, torch's cuBLAS wins warm by 2x
+OURS_COLD_ONLY = {"warm": {"v_fast_cold": 75.0, "v_even": 36.0, "cublas_torch": 35.0, "cublas_cupy": 34.0},
+                  "cold": {"v_fast_cold": 60.0, "v_even": 80.0, "cublas_torch": 90.0, "cublas_cupy": 95.0}}
+
+
+def test_decide_picks_by_the_deciding_regimes():
+    assert decide(OURS_COLD_ONLY, ("cold",)) == ("v_fast_cold", "v_fast_cold", "cublas_torch")
+    assert decide(OURS_COLD_ONLY, ("warm",)) == ("cublas_cupy", "v_even", "cublas_cupy")
+    # both: each candidate's worst ratio to that regime's faster cuBLAS; v_even 36/34 > 1 loses too
+    choice, best, route = decide(OURS_COLD_ONLY, REGIMES)
+    assert choice in CUBLAS and best == "v_even"
+    wins_both = {"warm": dict(OURS_COLD_ONLY["warm"], v_even=30.0), "cold": OURS_COLD_ONLY["cold"]}
+    assert decide(wins_both, REGIMES)[0] == "v_even"  # 30/34 warm, 80/90 cold: below 1 in both
+    assert decide(wins_both, ("cold",))[0] == "v_fast_cold"
+
+
+def test_decide_ignores_candidates_missing_a_regime_and_ties_go_to_cublas():
+    times = {"warm": {"v": 10.0, "cublas_torch": 20.0}, "cold": {"cublas_torch": 20.0}}
+    assert decide(times, REGIMES) == ("cublas_torch", None, "cublas_torch")
+    assert decide({"cold": {"v": 20.0, "cublas_torch": 20.0}}, ("cold",))[0] == "cublas_torch"
+    assert decide({"cold": {"v": 20.0}}, ("cold",))[0] == "v"  # no cuBLAS route ran
+
+
+def test_tuner_records_both_regimes_and_decides_per_call(tmp_path):
+    cache = tmp_path / "tuning.json"
+    name = tsm2.candidates("r", "f32", 1037, 3)[0].name
+    times = {"warm": {name: 75e-6, "cublas_torch": 35e-6, "cublas_cupy": 34e-6},
+             "cold": {name: 60e-6, "cublas_torch": 90e-6, "cublas_cupy": 95e-6}}
+    timers = {r: FakeTimer(t, default=1.0) for r, t in times.items()}
+    both = Tuner(cache, "H100").choose("r", "f32", 10_000, 1037, 3, timers, regimes=REGIMES)
+    assert both.fallback and both.best_variant == name and both.regimes == REGIMES
+    assert set(timers["warm"].calls) == set(timers["cold"].calls) == {
+        v.name for v in tsm2.candidates("r", "f32", 1037, 3)} | set(CUBLAS)
+    stored = json.loads(cache.read_text())["gpus"]["H100"]["tsm2r/f32/m10000/k1037/n3"]
+    assert set(stored) == {"key", "times_us", "errors"} and set(stored["times_us"]) == set(REGIMES)
+    # the same measurements decide differently for a caller who says the operands stream from HBM
+    reread = Tuner(cache, "H100")
+    cold = reread.lookup("r", "f32", 10_000, 1037, 3, ("cold",))
+    assert cold.choice == name and not cold.fallback and cold.times_us == both.times_us
+    assert reread.lookup("r", "f32", 10_000, 1037, 3, ("warm",)).fallback
+    # the cache is keyed by card: another card tunes afresh
+    assert Tuner(cache, "H200").lookup("r", "f32", 10_000, 1037, 3, ("warm",)) is None
+
+
+def test_tuner_retimes_a_shape_missing_the_deciding_regime(tmp_path):
+    cache = tmp_path / "tuning.json"
+    Tuner(cache, "H100").choose("r", "f64", 5000, 100, 2, {"cold": FakeTimer({})})
+    assert Tuner(cache, "H100").lookup("r", "f64", 5000, 100, 2, ("warm",)) is None
+    warm = FakeTimer({"cublas_cupy": 1e-6})
+    choice = Tuner(cache, "H100").choose("r", "f64", 5000, 100, 2, {"warm": warm, "cold": FakeTimer({})},
+                                         regimes=("warm",))
+    assert warm.calls and choice.choice == "cublas_cupy"
+    with pytest.raises(ValueError, match="no timer for the deciding regime"):
+        Tuner(None, "H100").choose("r", "f64", 5000, 100, 4, {"cold": FakeTimer({})}, regimes=REGIMES)
+
+
+def test_a_cache_of_another_version_is_ignored(tmp_path):
+    cache = tmp_path / "tuning.json"
+    key = "tsm2r/f32/m100/k10/n2"
+    cache.write_text(json.dumps({"version": 2, "gpus": {"H100": {key: {
+        "key": key, "choice": "tsm2r_f32_n2_t128_v4_s1", "best_variant": "tsm2r_f32_n2_t128_v4_s1",
+        "best_cublas": "cublas_torch", "times_us": {"tsm2r_f32_n2_t128_v4_s1": 1.0, "cublas_torch": 2.0}}}}}))
+    assert Tuner(cache, "H100").lookup("r", "f32", 100, 10, 2) is None
+
+
+class FakeCudaArray(FakeDeviceArray):
+    """A fake device array with the attributes dispatch reads for its route key."""
+
+    def __init__(self, shape, strides_elems=None, dtype="<f4", ptr=1 << 30):
+        super().__init__(shape, strides_elems, dtype, ptr)
+        self.shape, self.dtype = tuple(shape), dtype
+        self.strides = self.__cuda_array_interface__["strides"]
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """dispatch's GPU side replaced: a 50 MB L2, timers reading `times` by (regime, candidate), a passing
+    checker, and our kernel and the library's matmul recorded where they run."""
+    ran, times, bound = [], {}, []
+
+    def fake_bind(kind, A, B, out, name, kernels_dir=None):
+        bound.append(name)
+        return lambda A2, B2, out2=None: ran.append(name) or out2
+
+    monkeypatch.setattr(tuner_mod, "l2_bytes", lambda device: 50 * MB)
+    monkeypatch.setattr(tuner_mod, "call_timers", lambda *a: {r: functools.partial(lambda r, name: times[(r, name)], r)
+                                                              for r in REGIMES})
+    monkeypatch.setattr(tuner_mod, "output_checker", lambda *a, **k: (lambda name: 0.0))
+    monkeypatch.setattr(tuner_mod, "native_route", lambda A: lambda A, B, out: ran.append("native") or out)
+    monkeypatch.setattr(tsm2, "bind", fake_bind)
+    return SimpleNamespace(ran=ran, times=times, bound=bound)
+
+
+def test_dispatch_resolves_a_route_once_and_falls_back_to_the_callers_library(fake_gpu):
+    # 10000 x 1037 fp32: 41 MB, between half and twice L2: ours must win warm and cold
+    A, B = FakeCudaArray((10_000, 1037), (1, 10_000)), FakeCudaArray((1037, 3), None, ptr=1 << 34)
+    C = FakeCudaArray((10_000, 3), (1, 10_000), ptr=1 << 36)
+    names = [v.name for v in tsm2.candidates("r", "f32", 1037, 3)]
+    for name in names:
+        fake_gpu.times[("warm", name)], fake_gpu.times[("cold", name)] = 75e-6, 60e-6
+    for route in CUBLAS:
+        fake_gpu.times[("warm", route)], fake_gpu.times[("cold", route)] = 35e-6, 90e-6
+    tuner = Tuner(None, "H100")
+    out, choice = tuner_mod.dispatch("r", A, B, C, tuner=tuner)
+    assert out is C and choice.fallback and choice.regimes == REGIMES and fake_gpu.ran == ["native"]
+    fake_gpu.times.clear()  # a second tuning would fail on a missing time
+    for _ in range(3):  # the hot path: no re-tuning
+        tuner_mod.dispatch("r", A, B, C, tuner=tuner)
+    assert fake_gpu.ran == ["native"] * 4 and not fake_gpu.bound
+    # a caller who streams from HBM: the same (cached) times decide for ours, bound once
+    _, cold = tuner_mod.dispatch("r", A, B, C, tuner=tuner, expect="cold")
+    tuner_mod.dispatch("r", A, B, C, tuner=tuner, expect="cold")
+    assert cold.choice == cold.best_variant in names and fake_gpu.ran[-2:] == [cold.choice] * 2
+    assert fake_gpu.bound == [cold.choice]
+
+
+def test_matmul_takes_the_librarys_path_for_operands_our_kernels_refuse(fake_gpu):
+    A = FakeCudaArray((10_000, 1037), None)  # row-major A: not a TSM2 operand
+    B = FakeCudaArray((1037, 3), None, ptr=1 << 34)
+    tuner = Tuner(None, "H100")
+    C = FakeCudaArray((10_000, 3), (1, 10_000), ptr=1 << 36)
+    assert tuner_mod.matmul(A, B, C, tuner=tuner) is C
+    assert tuner_mod.matmul(A, FakeCudaArray((1037, 17), None, ptr=1 << 34), tuner=tuner) is None  # n > 16
+    assert fake_gpu.ran == ["native", "native"] and not fake_gpu.bound
+    with pytest.raises(ValueError, match="expect must be one of"):
+        tuner_mod.matmul(A, B, C, tuner=tuner, expect="hot")
 
 
 # ---- benchmark bookkeeping, configs, figures ---------------------------------------------------------
@@ -432,3 +588,36 @@ def test_figure_without_copy_ceiling_plots_gbps(tmp_path):
     df.to_csv(tmp_path / "points.csv", index=False)
     fig = figures.tsm2_l(tmp_path)
     assert fig.axes[2].get_ylabel() == "GB/s"
+
+
+def test_dispatch_config_covers_mid_size_and_odd_shapes():
+    cfg = experiment_cfg("tsm2x/dispatch")
+    assert cfg.name == "dispatch" and cfg.paper == "tsm2x"
+    spec = load_entry(cfg.entry)
+    assert spec.needs_gpu and spec.params is bench.DispatchParams
+    paper = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(bench.DispatchParams), cfg.params))
+    smoke = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(bench.DispatchParams), cfg.params, cfg.smoke))
+    grid = bench.grid_dispatch(paper)
+    assert len(grid) == 96 and 0 < len(bench.grid_dispatch(smoke)) <= 4
+    assert {d for d, *_ in grid} == {"float32", "float64"} and {b for *_, b in grid} == {"colmajor", "strided"}
+    assert min(m for _, m, *_ in grid) >= 10_000 and max(k for _, _, k, *_ in grid) <= 4096
+    assert {n for *_, n, _ in grid} >= {1, 16} and any(m % 2 for _, m, *_ in grid)
+
+
+def test_summarize_dispatch_takes_the_worst_caller_and_regime():
+    rows = []
+    for i, fallback in enumerate((True, False, True)):
+        row = dict(fallback=fallback, ok=True, failed_candidates=0)
+        for regime, step in (("warm", 0.01), ("cold", 0.02)):
+            torch_r, cupy_own = 1.0 - step * i, 0.97 + 0.1 * i
+            row |= {f"ratio_torch_{regime}": torch_r, f"ratio_cupy_own_{regime}": cupy_own,
+                    f"ratio_cupy_{regime}": 0.5, f"ratio_{regime}": min(torch_r, cupy_own),
+                    f"overhead_torch_{regime}_us": 1.0 + i, f"overhead_cupy_{regime}_us": 2.0 + i}
+        rows.append(row)
+    m = bench.summarize_dispatch(pd.DataFrame(rows))
+    assert m["dispatch_min_vs_cublas_warm"] == pytest.approx(0.97)  # the CuPy caller on the first shape
+    assert m["dispatch_min_vs_cublas_cold"] == pytest.approx(0.96)  # the torch caller on the third
+    both = [1.0, 0.99, 0.98, 0.97, 1.07, 1.17]  # the cross-library ratio_cupy (0.5) is not read
+    assert m["dispatch_geomean_vs_cublas_warm"] == pytest.approx(math.exp(np.log(both).mean()))
+    assert m["n_fallback"] == 2 and m["fallback_overhead_us_torch"] == pytest.approx(2.0)
+    assert m["fallback_overhead_us_cupy"] == pytest.approx(3.0)

@@ -18,7 +18,7 @@ cupy = pytest.importorskip("cupy")
 
 from repro.experiment import Context  # noqa: E402
 from repro.papers.tsm2x import experiment as bench, figures, tsm2  # noqa: E402
-from repro.papers.tsm2x.tuner import CUBLAS, Tuner, cublas_call, dispatch, gpu_name  # noqa: E402
+from repro.papers.tsm2x.tuner import CUBLAS, REGIMES, Tuner, cublas_call, dispatch, gpu_name, matmul  # noqa: E402
 from conftest import built_kernels  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -266,20 +266,60 @@ def test_cublas_routes_write_column_major_out(route, lib):
 def test_dispatch_tunes_caches_and_falls_back(tmp_path, kernels_dir):
     A, B = colmajor(10240, 1280, torch.float32), colmajor(1280, 4, torch.float32)
     tuner = Tuner(tmp_path / "tuning.json", gpu_name())
-    C, choice = dispatch("r", A, B, tuner=tuner, kernels_dir=kernels_dir, min_repeats=2, max_repeats=4, target_s=1e-3)
+    C, choice = dispatch("r", A, B, tuner=tuner, kernels_dir=kernels_dir, batches=2, target_s=1e-3)
     assert_product(C, A, B)
-    assert choice.best_variant and len(choice.times_us) == len(tsm2.candidates("r", "f32", 1280, 4)) + 2
+    assert choice.best_variant and set(choice.times_us) == set(REGIMES)
+    assert all(len(t) == len(tsm2.candidates("r", "f32", 1280, 4)) + 2 for t in choice.times_us.values())
     assert not choice.errors, choice.errors  # every variant launches (cluster variants included)
-    assert Tuner(tmp_path / "tuning.json", gpu_name()).lookup("r", "f32", 10240, 1280, 4) == choice
-    # a cached cuBLAS verdict is honoured: the fallback computes the same product into out
+    assert Tuner(tmp_path / "tuning.json", gpu_name()).lookup("r", "f32", 10240, 1280, 4, choice.regimes) == choice
+    again, same = dispatch("r", A, B, tuner=tuner, kernels_dir=kernels_dir)  # the cached route
+    assert same is choice
+    assert_product(again, A, B)
+    # a cached cuBLAS verdict is honoured: the operands' own library computes the product into out
     forced = Tuner(None, gpu_name())
-    forced.choose("l", "f64", 3333, 3, 3, lambda name: 1e-6 if name == "cublas_cupy" else 1e-3)
+    fake = {r: (lambda name: 1e-6 if name == "cublas_cupy" else 1e-3) for r in REGIMES}
+    forced.choose("l", "f64", 3333, 3, 3, fake, regimes=REGIMES)
     A2, B2 = colmajor(3333, 3, torch.float64), colmajor(3, 3, torch.float64)
     out = poisoned(3333, 3, torch.float64)
     C2, choice2 = dispatch("l", A2, B2, out, tuner=forced, kernels_dir=kernels_dir)
     torch.cuda.synchronize()
     assert C2 is out and choice2.fallback and choice2.choice == "cublas_cupy"
     assert_product(out, A2, B2)
+
+
+def test_matmul_is_right_for_any_operands(tmp_path, kernels_dir):
+    """TSM2R and TSM2L shapes, a non-contiguous B, the cached route, CuPy operands, and operands our
+    kernels refuse (row-major A, n > 16), which go to the library's own matmul."""
+    tuner = Tuner(tmp_path / "tuning.json", gpu_name())
+    A = colmajor(5001, 333, torch.float32)
+    B = torch.randn(333, 12, device="cuda")[:, ::2]  # neither row- nor column-major
+    wide = torch.randn(333, 20, device="cuda")
+    for a, b in ((A, B), (A, B), (A.contiguous(), B), (A, wide)):
+        assert_product(matmul(a, b, tuner=tuner, kernels_dir=kernels_dir), a, b)
+    cA, cB = cupy.from_dlpack(A), cupy.from_dlpack(B)
+    cC = matmul(cA, cB, tuner=tuner, kernels_dir=kernels_dir)
+    assert isinstance(cC, cupy.ndarray)
+    assert_product(torch.from_dlpack(cC), A, B)
+    A2, B2 = colmajor(70001, 5, torch.float64), colmajor(5, 3, torch.float64)
+    out = poisoned(70001, 3, torch.float64)
+    assert matmul(A2, B2, out, tuner=tuner, kernels_dir=kernels_dir) is out
+    assert_product(out, A2, B2)
+    with pytest.raises(ValueError, match="expect must be one of"):
+        matmul(A, B, tuner=tuner, kernels_dir=kernels_dir, expect="hot")
+
+
+def test_bound_launch_follows_each_calls_pointers(kernels_dir):
+    """tsm2.bind: one check, then calls on other operands of the same signature, aligned or not."""
+    name = "tsm2r_f32_n8_t128_v4_s2"
+    big = colmajor(4097, 300, torch.float32, 4100)
+    A, A_unaligned = big[:4096], big[1:]
+    B = colmajor(300, 7, torch.float32, seed=2)
+    run = tsm2.bind("r", A, B, None, name, kernels_dir)
+    for a in (A, A_unaligned, colmajor(4096, 300, torch.float32, 4100, seed=9)):
+        assert_product(run(a, B), a, B)
+        out = poisoned(4096, 7, torch.float32)
+        assert run(a, B, out) is out
+        assert_product(out, a, B)
 
 
 def _ctx(tmp_path: Path, kernels_dir: Path) -> Context:
@@ -315,3 +355,16 @@ def test_bench_tsm2_l_end_to_end(tmp_path, kernels_dir):
             "n_points", "n_fallback"} <= set(res.metrics)
     df.to_csv(tmp_path / "points.csv", index=False)
     assert len(figures.tsm2_l(tmp_path).axes) == 4
+
+
+def test_bench_dispatch_end_to_end(tmp_path, kernels_dir):
+    p = bench.DispatchParams(m=[1001], k=[37], n=[3], b_layouts=["colmajor", "strided"], dtypes=["float32", "float64"],
+                             warmup=1, call_batches=2, call_target_ms=0.5, rotate_bytes=1 << 22)
+    res = bench.tsm2_dispatch(p, _ctx(tmp_path, kernels_dir))
+    df = res.tables["points"]
+    assert len(df) == 4 and df["ok"].all(), df[["dtype", "b_layout", "err_torch", "err_cupy", "tol"]]
+    times = [c for c in df.columns if c.startswith("t_") and c.endswith("_us")]
+    assert len(times) == 10 and (df[times] > 0).all().all()
+    assert {"dispatch_min_vs_cublas_warm", "dispatch_min_vs_cublas_cold", "dispatch_geomean_vs_cublas_warm",
+            "n_points", "n_fallback"} <= set(res.metrics)
+    assert res.artifacts["tuning"].exists()

@@ -23,6 +23,18 @@ Columns of the `points` table (times in us, bandwidth in GB/s of compulsory traf
   and write-only (fill_) stream rates measured once per run on 1 GiB (metrics read_gbps,
   write_gbps): the time of this shape's traffic mix at those rates; mix_frac_* = t_mix / t. The
   copy ceiling is a 50/50 mix; TSM2R moves mostly reads, TSM2L's k = 2 shapes mostly writes.
+
+`dispatch` (tsm2_dispatch) times the library call instead, as a caller's loop meets it: per shape,
+tuner.matmul on torch operands and on CuPy views of the same memory against a bare A @ B in each
+library, each as back-to-back calls (host clock until the device is idle, median of call_batches
+batches), warm (the same operands) and cold (rotated over copies holding rotate_bytes). The first
+matmul call tunes the shape into tuning.json. Its `points` table: t_<path>_<regime>_us for paths
+torch, cupy, dispatch_torch, dispatch_cupy and t_cublas (the faster bare library); ratio_torch_* /
+ratio_cupy_* = t_cublas / that caller's dispatch; ratio_cupy_own_* = CuPy's bare call / a CuPy
+caller's dispatch; ratio_* = the worse of ratio_torch_* and ratio_cupy_own_* (the metrics' reading:
+each caller against the fastest call it had, CuPy's own host cost per call not counted against us);
+overhead_*_us = dispatch minus the same library's bare call; regimes (what decided), chosen,
+fallback; err_* against an fp64 reference.
 """
 
 from __future__ import annotations
@@ -73,12 +85,31 @@ class TSM2LParams(BenchParams):
     n: list[int] = field(default_factory=lambda: [2, 4, 8, 16])
 
 
+@dataclass
+class DispatchParams:
+    dtypes: list[str] = field(default_factory=lambda: ["float32", "float64"])
+    warmup: int = 3
+    rotate_bytes: int = 256 * MIB  # cold: rotate over operand copies holding this many bytes (L2: 50-60 MB)
+    max_copies: int = 64
+    tuner_cache: str = ""  # JSON cache of the tuner's times; "" = <run dir>/tuning.json
+    m: list[int] = field(default_factory=lambda: [10_000, 100_003])
+    k: list[int] = field(default_factory=lambda: [333, 1037, 4096])
+    n: list[int] = field(default_factory=lambda: [1, 3, 8, 16])
+    b_layouts: list[str] = field(default_factory=lambda: ["colmajor", "strided"])  # strided: B[:, ::2] of a k x 2n
+    call_batches: int = 5  # back-to-back batches per timed call path (median)
+    call_target_ms: float = 5.0  # host time per batch
+
+
 def grid_r(p: TSM2RParams) -> list[tuple[str, int, int, int]]:
     return [(dt, m, max(1, round(m * f)), n) for dt in p.dtypes for m in p.m for f in p.k_over_m for n in p.n]
 
 
 def grid_l(p: TSM2LParams) -> list[tuple[str, int, int, int]]:
     return [(dt, m, k, n) for dt in p.dtypes for m in p.m for k in p.k for n in p.n]
+
+
+def grid_dispatch(p: DispatchParams) -> list[tuple[str, int, int, int, str]]:
+    return [(dt, m, k, n, b) for dt in p.dtypes for m in p.m for k in p.k for n in p.n for b in p.b_layouts]
 
 
 tolerance = tsm2.tolerance  # (dtype, k) -> accepted relative max error; shared with the tuner's check
@@ -129,7 +160,10 @@ def measure_point(kind: str, dtype: str, m: int, k: int, n: int, p: BenchParams,
                 target_s=p.tune_target_ms / 1e3)
     cached = tuner.lookup(kind, tsm2.DTYPES[dtype], m, k, n)
     check = None if cached else output_checker(kind, As[0], Bs[0], Cs[0], kernels_dir)  # wrong variants never win
-    choice = tuner.choose(kind, tsm2.DTYPES[dtype], m, k, n, lambda name: median_time(calls(name), **tune), check=check)
+    # both regimes are recorded (tuning.json); the rotated calls timed here are cold, so cold decides
+    timers = {"warm": lambda name: median_time([make_call(kind, name, As[0], Bs[0], Cs[0], kernels_dir)], **tune),
+              "cold": lambda name: median_time(calls(name), **tune)}
+    choice = tuner.choose(kind, tsm2.DTYPES[dtype], m, k, n, timers, check=check, regimes=("cold",))
     final = dict(warmup=p.warmup, min_repeats=p.min_repeats, max_repeats=p.max_repeats, target_s=p.target_ms / 1e3)
     paths = {"cublas_torch": "cublas_torch", "cublas_cupy": "cublas_cupy"}
     if choice.best_variant is not None:
@@ -251,3 +285,105 @@ def tsm2_r(p: TSM2RParams, ctx: Context) -> Result:
 def tsm2_l(p: TSM2LParams, ctx: Context) -> Result:
     """TSM2L vs cuBLAS: m = 1e4..1e7, k and n = 2..16, fp32 and fp64."""
     return run("l", grid_l(p), p, ctx)
+
+
+# ---- the dispatch path (tsm2x.matmul) as a caller meets it ------------------------------------------
+
+
+def measure_dispatch_point(dtype: str, m: int, k: int, n: int, b_layout: str, p: DispatchParams, tuner,
+                           kernels_dir: Path, seed: int) -> dict:
+    """One shape: matmul on torch and on CuPy operands against a bare A @ B in each library, warm
+    (the same operands back to back) and cold (rotated over copies holding >= rotate_bytes)."""
+    import functools
+
+    import cupy
+    import torch
+
+    from repro.papers.tsm2x.tuner import back_to_back_time, deciding_regimes, l2_bytes, matmul
+
+    tdt = getattr(torch, dtype)
+    item = torch.finfo(tdt).bits // 8
+    nbytes = (m * k + k * n + m * n) * item
+    copies = max(1, min(p.max_copies, math.ceil(p.rotate_bytes / nbytes)))
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+
+    def make_b():
+        if b_layout == "strided":  # neither row- nor column-major
+            return torch.randn(k, 2 * n, device="cuda", dtype=tdt, generator=gen)[:, ::2]
+        return torch.randn(n, k, device="cuda", dtype=tdt, generator=gen).T
+
+    As = [torch.randn(k, m, device="cuda", dtype=tdt, generator=gen).T for _ in range(copies)]
+    Bs = [make_b() for _ in range(copies)]
+    cAs, cBs = [cupy.from_dlpack(a) for a in As], [cupy.from_dlpack(b) for b in Bs]
+    run = functools.partial(matmul, tuner=tuner, kernels_dir=kernels_dir)
+    paths = {"torch": lambda i: As[i] @ Bs[i], "cupy": lambda i: cAs[i] @ cBs[i],
+             "dispatch_torch": lambda i: run(As[i], Bs[i]), "dispatch_cupy": lambda i: run(cAs[i], cBs[i])}
+    outputs = {"torch": run(As[0], Bs[0]), "cupy": torch.from_dlpack(run(cAs[0], cBs[0]))}  # tunes the shape
+    regimes = deciding_regimes(nbytes, l2_bytes(torch.cuda.current_device()))
+    choice = tuner.lookup("r" if k > tsm2.MAX_K_L else "l", tsm2.DTYPES[dtype], m, k, n, regimes)
+    row = dict(kind=f"tsm2{'r' if k > tsm2.MAX_K_L else 'l'}", dtype=dtype, m=m, k=k, n=n, b_layout=b_layout,
+               bytes=nbytes, copies=copies, regimes="+".join(regimes), chosen=choice.choice,
+               fallback=choice.fallback, failed_candidates=len(choice.errors))
+    for regime in ("warm", "cold"):
+        idx = [0] if regime == "warm" else range(copies)
+        t = {label: back_to_back_time([functools.partial(f, i) for i in idx], warmup=p.warmup, batches=p.call_batches,
+                                      target_s=p.call_target_ms / 1e3) * 1e6 for label, f in paths.items()}
+        t_cublas = min(t["torch"], t["cupy"])
+        row |= {f"t_{label}_{regime}_us": v for label, v in t.items()}
+        row |= {f"t_cublas_{regime}_us": t_cublas,
+                f"ratio_torch_{regime}": t_cublas / t["dispatch_torch"],
+                f"ratio_cupy_{regime}": t_cublas / t["dispatch_cupy"],
+                f"ratio_cupy_own_{regime}": t["cupy"] / t["dispatch_cupy"],
+                f"ratio_{regime}": min(t_cublas / t["dispatch_torch"], t["cupy"] / t["dispatch_cupy"]),
+                f"overhead_torch_{regime}_us": t["dispatch_torch"] - t["torch"],
+                f"overhead_cupy_{regime}_us": t["dispatch_cupy"] - t["cupy"]}
+    ref = torch.mm(As[0].double(), Bs[0].double())
+    scale = max(ref.abs().max().item(), 1e-30)
+    errs = {label: (C.double() - ref).abs().max().item() / scale for label, C in outputs.items()}
+    tol = tolerance(dtype, k)
+    del As, Bs, cAs, cBs, outputs, ref
+    return row | dict(err_torch=errs["torch"], err_cupy=errs["cupy"], tol=tol, ok=max(errs.values()) <= tol)
+
+
+def summarize_dispatch(df: pd.DataFrame) -> dict[str, float]:
+    """The dispatch run's metrics per regime: the worst and the geomean ratio (ratio_*: a torch caller's
+    matmul against the faster bare cuBLAS call of torch and CuPy, a CuPy caller's against CuPy's own
+    A @ B, whose host cost per call is CuPy's), and what the fallback's route lookup costs."""
+    metrics: dict[str, float] = {"n_points": len(df), "n_fallback": int(df["fallback"].sum()),
+                                 "n_incorrect": int((~df["ok"].astype(bool)).sum()),
+                                 "n_failed_candidates": int(df["failed_candidates"].sum())}
+    for regime in ("warm", "cold"):
+        metrics[f"dispatch_min_vs_cublas_{regime}"] = float(df[f"ratio_{regime}"].min())
+        metrics[f"dispatch_geomean_vs_cublas_{regime}"] = _geomean(
+            pd.concat([df[f"ratio_torch_{regime}"], df[f"ratio_cupy_own_{regime}"]]))
+    fell = df[df["fallback"].astype(bool)]
+    if len(fell):  # absent where no shape fell back
+        metrics["fallback_overhead_us_torch"] = float(fell["overhead_torch_warm_us"].median())
+        metrics["fallback_overhead_us_cupy"] = float(fell["overhead_cupy_warm_us"].median())
+    return metrics
+
+
+@experiment(params=DispatchParams, needs_gpu=True)
+def tsm2_dispatch(p: DispatchParams, ctx: Context) -> Result:
+    """tsm2x.matmul against a bare A @ B (torch and CuPy), warm and cold, on mid-size and odd shapes."""
+    import torch
+
+    from repro.papers.tsm2x.tuner import Tuner, gpu_name
+
+    kernels_dir = Path(ctx.inputs["kernels"]) if "kernels" in ctx.inputs else kernels.default_dir()
+    cache = Path(p.tuner_cache) if p.tuner_cache else ctx.out_dir / "tuning.json"
+    tuner = Tuner(cache, gpu_name())
+    prev_tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False  # cuBLAS in true fp32, as our kernels
+    try:
+        rows = [measure_dispatch_point(dt, m, k, n, b, p, tuner, kernels_dir, ctx.seed + i)
+                for i, (dt, m, k, n, b) in enumerate(ctx.progress(grid_dispatch(p), desc="dispatch"))]
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev_tf32
+    df = pd.DataFrame(rows)
+    for _, r in df[~df["ok"]].iterrows():
+        ctx.log.error("dispatch %s m=%d k=%d n=%d %s: error torch %.3g cupy %.3g > tol %.3g", r.dtype, r.m, r.k, r.n,
+                      r.b_layout, r.err_torch, r.err_cupy, r.tol)
+    return Result(metrics=summarize_dispatch(df), tables={"points": df}, artifacts={"tuning": cache},
+                  tags={"gpu": gpu_name(), "timing": "back-to-back calls, host clock to device idle, median batch",
+                        "cupy_tf32": os.environ.get("CUPY_TF32", "0")})

@@ -1,5 +1,15 @@
 """Call the TSM2R / TSM2L kernels on CuPy arrays or torch CUDA tensors, without copies.
 
+The call to make is the tuned one, which runs our kernel only where it beat cuBLAS for this shape
+on this card and the operands' own torch.mm / cupy.matmul otherwise (tuner.py, the choice rule):
+
+    from repro.papers.tsm2x import matmul
+    C = matmul(A, B)                 # any A, B that A @ B takes; the first call of a shape tunes it
+    C = matmul(A, B, expect="cold")  # a stream of different operands (default: by size against L2)
+
+The raw kernels below run one variant, untuned: the default variant (no k split) is often slower
+than cuBLAS (0.26-0.49x on mid-size shapes of an H100), so use them to test or time a variant:
+
     C = tsm2r(A, B)            # A: m x k (large), B: k x n, n <= 16
     C = tsm2l(A, B, out=C)     # A: m x k with k <= 16 (m up to ~1e7), B: k x n, n <= 16
 
@@ -273,10 +283,11 @@ class Problem:
     lda: int
     ldc: int
 
-    def vec_ok(self, mat: Matrix, ld: int, vec: int) -> bool:
-        """Whether V-wide vector accesses are aligned: pointer and every column start."""
+    def vec_ok(self, mat: Matrix, ld: int, vec: int, ptr: int | None = None) -> bool:
+        """Whether V-wide vector accesses are aligned: pointer (`ptr`, default mat's) and every
+        column start."""
         width = vec * mat.itemsize
-        return mat.ptr % width == 0 and (ld % vec == 0 or mat.cols == 1)
+        return (mat.ptr if ptr is None else ptr) % width == 0 and (ld % vec == 0 or mat.cols == 1)
 
 
 def plan(kind: str, A: Any, B: Any, out: Any = None) -> Problem:
@@ -364,8 +375,8 @@ def empty_like_colmajor(A: Any, m: int, n: int):
         return cupy.empty((m, n), dtype=_np_name(a.dtype), order="F")
 
 
-def c_vector_stores(prob: "Problem", variant: Variant) -> bool:
-    """Whether the kernel may store C with vector instructions.
+def c_vector_stores(prob: "Problem", variant: Variant, c_ptr: int | None = None) -> bool:
+    """Whether the kernel may store C (at `c_ptr`, default prob.c's) with vector instructions.
 
     Workaround (docs/gpu-notes.md, TSM2R v1): on the H200 the split-K epilogue wrote wrong values
     when C was stored with vector instructions and the last row block was partial; scalar stores
@@ -376,7 +387,53 @@ def c_vector_stores(prob: "Problem", variant: Variant) -> bool:
     partial_block = prob.m % variant.rows_per_block != 0
     if variant.reduces and partial_block:
         return False
-    return prob.vec_ok(prob.c, prob.ldc, variant.vec)
+    return prob.vec_ok(prob.c, prob.ldc, variant.vec, c_ptr)
+
+
+def _ptr(x: Any) -> int:
+    """The device address of a torch tensor or __cuda_array_interface__ object."""
+    data_ptr = getattr(x, "data_ptr", None)
+    return data_ptr() if data_ptr is not None else int(x.__cuda_array_interface__["data"][0])
+
+
+def bind(kind: str, A: Any, B: Any, out: Any, variant: str | Variant,
+         kernels_dir: Path | None = None) -> Callable[[Any, Any, Any], Any]:
+    """Check the operands once and return run(A2, B2, out2=None) -> C2 = A2 @ B2, for any operands
+    with the same library, shapes, strides, dtype and device as A, B, out (out2 None where out is
+    None: then run allocates a column-major C). Per call it reads only the pointers (and their
+    alignment, which picks vector or scalar accesses), so a caller that repeats a call pays one
+    kernel launch, not the operand checks."""
+    import cupy
+    import numpy as np
+
+    prob = plan(kind, A, B, out)
+    device = prob.a.device if prob.a.device is not None else cupy.cuda.runtime.getDevice()
+    variant = check_variant(prob, variant)
+    m, n = prob.m, prob.n
+    if out is None:
+        prob = replace(prob, c=describe(empty_like_colmajor(A, m, n), "out"))
+    if m == 0 or n == 0:
+        return lambda A2, B2, out2=None: out2 if out2 is not None else empty_like_colmajor(A2, m, n)
+    with cupy.cuda.Device(device):
+        fn = kernel_function(variant, kernels_dir)
+    a, b = prob.a, prob.b
+    head = (np.int32(m), np.int32(n), np.int32(prob.k))
+    lda, bstrides, ldc = np.int64(prob.lda), (np.int64(b.row_stride), np.int64(b.col_stride)), np.int64(prob.ldc)
+    grid, block = variant.grid(m, kernels.sm_count(device)), (variant.threads, 1, 1)
+    shared, torch_operands = variant.shared_bytes, a.lib == "torch"
+
+    def run(A2: Any, B2: Any, out2: Any = None) -> Any:
+        if out2 is None:
+            out2 = empty_like_colmajor(A2, m, n)
+        pa, pc = _ptr(A2), _ptr(out2)
+        args = head + (np.uint64(pa), lda, np.uint64(_ptr(B2))) + bstrides + (
+            np.uint64(pc), ldc, np.int32(prob.vec_ok(a, prob.lda, variant.vec, pa)),
+            np.int32(c_vector_stores(prob, variant, pc)))
+        with cupy.cuda.Device(device), kernels.launch_stream(torch_operands, device):
+            fn(grid, block, args, shared_mem=shared)
+        return out2
+
+    return run
 
 
 def prepare(kind: str, A: Any, B: Any, out: Any = None, variant: str | Variant | None = None,
@@ -385,35 +442,18 @@ def prepare(kind: str, A: Any, B: Any, out: Any = None, variant: str | Variant |
 
     Benchmarks call launch() many times; tsm2r/tsm2l call it once.
     """
-    import cupy
-    import numpy as np
-
     prob = plan(kind, A, B, out)
-    device = prob.a.device if prob.a.device is not None else cupy.cuda.runtime.getDevice()
     if variant is None:
+        import cupy
+
+        device = prob.a.device if prob.a.device is not None else cupy.cuda.runtime.getDevice()
         variant = default_variant(kind, prob.dtype, prob.m, prob.k, prob.n,
                                   cupy.cuda.Device(device).attributes["MultiProcessorCount"])
     variant = check_variant(prob, variant)
     if out is None:
         out = empty_like_colmajor(A, prob.m, prob.n)
-        prob = replace(prob, c=describe(out, "out"))
-    if prob.m == 0 or prob.n == 0:
-        return (lambda: None), out, variant
-    with cupy.cuda.Device(device):
-        fn = kernel_function(variant, kernels_dir)
-    a, b, c = prob.a, prob.b, prob.c
-    args = (np.int32(prob.m), np.int32(prob.n), np.int32(prob.k),
-            np.uint64(a.ptr), np.int64(prob.lda), np.uint64(b.ptr), np.int64(b.row_stride), np.int64(b.col_stride),
-            np.uint64(c.ptr), np.int64(prob.ldc),
-            np.int32(prob.vec_ok(a, prob.lda, variant.vec)), np.int32(c_vector_stores(prob, variant)))
-    grid, block = variant.grid(prob.m, kernels.sm_count(device)), (variant.threads, 1, 1)
-    shared = variant.shared_bytes
-
-    def launch() -> None:
-        with cupy.cuda.Device(device), kernels.launch_stream(a.lib == "torch", device):
-            fn(grid, block, args, shared_mem=shared)
-
-    return launch, out, variant
+    run = bind(kind, A, B, out, variant, kernels_dir)
+    return (lambda: run(A, B, out)), out, variant
 
 
 def tsm2r(A: Any, B: Any, out: Any = None, variant: str | Variant | None = None, kernels_dir: Path | None = None):
