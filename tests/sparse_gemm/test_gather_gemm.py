@@ -139,3 +139,27 @@ def test_gpu_tvw_on_cusparselt_matches_reference():
     semi_structured.TVW(packed)(x, out)
     ref = unpack(packed).float().t().cuda()[packed.y_cols.cuda()] @ x.float()
     assert (out.float() - ref).abs().max().item() / ref.abs().max().item() <= tolerance("float16")
+
+
+def test_the_kernel_quality_benchmark_runs_and_records(tmp_path):
+    """benchmarks/gather_gemm.py end to end (on a CPU: one tiny shape in the interpreter): every row
+    has cuBLAS's time, the best configuration on the identity and TW packings, and the ratios."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    if not interpreter.interpreting():
+        pytest.skip("the GPU run is the benchmark itself")
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "gather_gemm.py"
+    spec = importlib.util.spec_from_file_location("gather_gemm_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "gg.json"
+    assert bench.main(["--out", str(out), "--repeats", "1"]) == 0
+    rows = json.loads(out.read_text())
+    assert len(rows) == 1
+    row = rows[0]
+    for key in ("cublas_us", "identity_best_us", "tw_best_us", "ideal_us", "quality", "tw_frac_ideal"):
+        assert math.isfinite(row[key]) and row[key] > 0, key
+    assert row["quality"] == pytest.approx(row["cublas_us"] / row["identity_best_us"])
+    assert row["ideal_kn"] == [64, 64]  # 128 x 96 at 75 %: 64 and 48 round to one tile each
