@@ -96,22 +96,22 @@ def sizes(x, eb: float) -> dict[str, int]:
     _, z, widths = codec.block_codes(blocks, eb32)
     nb = widths.size
     coded = (widths > 0) & (widths != codec.RAW)
-    n_raw = int((widths == codec.RAW).sum())
-    fixed = codec.HEADER_BYTES + codec.PER_BLOCK_BYTES * nb + n_raw * codec.BLOCK * 4
+    fixed = codec.HEADER_BYTES + codec.PER_BLOCK_BYTES * nb
+    # the codec's own stream: 32 w words per block (codec.compress's nbytes, from the same widths)
+    out = {"codec_bytes": fixed + 4 * 32 * int(widths.astype(np.int64).sum())}
+    fixed += int((widths == codec.RAW).sum()) * codec.BLOCK * 4  # raw blocks stay raw in both stages
     zc = z[coded]
-    out = {"codec_bytes": codec.compress(x, eb).nbytes}
     if zc.size == 0:
         out.update(huffman_bytes=fixed, huffman_runs_bytes=fixed)
         return out
+    fixed += OFFSET_BYTES * int(coded.sum()) + HEADER  # a coded block's bit offset, the stage's header
     sym = np.minimum(zc, ESC).astype(np.int64).reshape(-1)
     escapes = int((zc >= ESC).sum())
     bits, book = _coded_bits(np.bincount(sym, minlength=ESC + 1), escapes)
-    extra = OFFSET_BYTES * int(coded.sum()) + HEADER + book
-    out["huffman_bytes"] = fixed + extra + -(-bits // 8)
+    out["huffman_bytes"] = fixed + book + -(-bits // 8)
     nonzero = sym[sym > 0]
     counts = np.bincount(nonzero + 1, minlength=ESC + 2)  # symbol z + 1 for z >= 1 (2.. ESC + 1)
     counts[RUNA], counts[RUNB] = run_digits(zero_runs(zc))
     bits, book = _coded_bits(counts, escapes)
-    out["huffman_runs_bytes"] = fixed + OFFSET_BYTES * int(coded.sum()) + HEADER + book + -(-bits // 8)
+    out["huffman_runs_bytes"] = fixed + book + -(-bits // 8)
     return out
-

@@ -148,6 +148,22 @@ class Timer:
         return t.median_s / inner * 1e6, how
 
 
+def x_copies(p: BenchParams, k: int, m: int, itemsize: int, device: str) -> int:
+    """How many (K, M) X copies the timed calls rotate over: enough to hold p.rotate_bytes (past L2),
+    at most p.max_copies; one on a CPU."""
+    return 1 if device != "cuda" else max(1, min(p.max_copies, math.ceil(p.rotate_bytes / (k * m * itemsize))))
+
+
+def cublas_times(timer: Timer, wt: torch.Tensor, xs: list[torch.Tensor], repeats: int) -> tuple[float, float, str]:
+    """cuBLAS Y = W^T X both ways for a (N, K) wt: (feature-major torch.mm(wt, x) us, token-major
+    torch.mm(x^T, W) us, how the first was timed). A method's dense time is the better of the two."""
+    w_km = wt.t().contiguous()
+    t_fm, how = timer([lambda x=x: torch.mm(wt, x) for x in xs], repeats)
+    xts = [x.t().contiguous() for x in xs]
+    t_tm, _ = timer([lambda x=x: torch.mm(x, w_km) for x in xts], repeats)
+    return t_fm, t_tm, how
+
+
 def _rel_err(y: torch.Tensor, ref: torch.Tensor) -> float:
     scale = ref.abs().max().item()
     if y.shape != ref.shape:
@@ -167,7 +183,7 @@ class Point:
         gen = torch.Generator(device=dev).manual_seed(seed)
         self.w = torch.randn(k, n, device=dev, generator=gen)  # fp32 master, GEMM form (K, N)
         itemsize = torch.finfo(self.tdt).bits // 8
-        copies = 1 if dev != "cuda" else max(1, min(p.max_copies, math.ceil(p.rotate_bytes / (k * m * itemsize))))
+        copies = x_copies(p, k, m, itemsize, dev)
         self.xs = [torch.randn(k, m, device=dev, generator=gen).to(self.tdt) for _ in range(copies)]
         self.scores = {"w": self.w.abs()}
         self.rows: list[dict] = []
@@ -208,14 +224,8 @@ class Point:
     # -- methods --------------------------------------------------------------------------------
     def dense(self, sparsities) -> None:
         wt = self.w.t().contiguous().to(self.tdt)
-        w_km = self.w.to(self.tdt)
-        xts = [x.t().contiguous() for x in self.xs]
-        ref = self.reference(wt)
-        fm = lambda x: torch.mm(wt, x)  # noqa: E731
-        t_fm, how = self.timer([lambda x=x: fm(x) for x in self.xs], self.p.repeats)
-        t_tm, _ = self.timer([lambda x=x: torch.mm(x, w_km) for x in xts], self.p.repeats)
-        err = _rel_err(fm(self.xs[0]), ref)
-        del xts
+        t_fm, t_tm, how = cublas_times(self.timer, wt, self.xs, self.p.repeats)
+        err = _rel_err(torch.mm(wt, self.xs[0]), self.reference(wt))
         for s in sparsities:
             self.rows.append(dict(dtype=self.dtype, m=self.m, k=self.k, n=self.n, sparsity=s, method="dense",
                                   density=1.0, t_us=min(t_fm, t_tm), err=err, tol=tolerance(self.dtype), timing=how,
@@ -225,10 +235,7 @@ class Point:
         k2, n2 = ideal_sizes(self.k, self.n, s)
         wt = self.w[:k2, :n2].t().contiguous().to(self.tdt)
         xs = [x[:k2].contiguous() for x in self.xs]
-        xts = [x.t().contiguous() for x in xs]
-        w_km = wt.t().contiguous()
-        t_fm, how = self.timer([lambda x=x: torch.mm(wt, x) for x in xs], self.p.repeats)
-        t_tm, _ = self.timer([lambda x=x: torch.mm(x, w_km) for x in xts], self.p.repeats)
+        t_fm, t_tm, how = cublas_times(self.timer, wt, xs, self.p.repeats)
         err = _rel_err(torch.mm(wt, xs[0]), wt.float() @ xs[0].float())
         work = (1 - s) * self.k * self.n / (k2 * n2)  # the pattern's useful work over the shrunk GEMM's
         self.rows.append(dict(dtype=self.dtype, m=self.m, k=self.k, n=self.n, sparsity=s, method="ideal",
