@@ -9,21 +9,25 @@
 #   bash .device-data/call.sh PLAN DEADLINE_S                              (there)
 # PLAN lines: "run <experiment> [overrides...]" (scale=paper, alone) | "bgrun <experiment> ..." (in
 # the background: at most about five training processes share one H200 usefully) | "wait" |
-# "test <pytest args...>" | "prep" | "bgprep" | "sh <command>". Commit of the tree: ../commit.txt.
+# "test <pytest args...>" | "prep" | "bgprep" | "sh <command>". Commit of the tree: .device-data/commit.txt;
+# .device-data/only (stems, one line) limits the kernel build to those sources.
 set -uo pipefail
 plan="$1"; deadline=$(( $(date +%s) + $2 ))
-cd .device-data/clean
-export REPRO_GIT_COMMIT=$(cat ../commit.txt) REPRO_GIT_DIRTY=0 PYTHONUNBUFFERED=1
-python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site ../../.whl/*.whl 2>&1 | tail -2
+# The carried tree is HEAD's copy in .device-data/clean, or, where that would not fit the carry
+# limit, the repository root itself (a clean checkout of HEAD: tools/device_tree.sh --root).
+root=$PWD; dd=$root/.device-data
+if [[ -d $dd/clean ]]; then cd "$dd/clean"; fi
+export REPRO_GIT_COMMIT=$(cat "$dd/commit.txt") REPRO_GIT_DIRTY=0 PYTHONUNBUFFERED=1
+python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site "$root"/.whl/*.whl 2>&1 | tail -2
 export PYTHONPATH=$PWD/src:/tmp/site
 py3=$(command -v python3); mkdir -p /tmp/bin && rm -f /tmp/bin/python && printf '#!/bin/sh\nexec %s "$@"\n' "$py3" > /tmp/bin/python && chmod +x /tmp/bin/python && export PATH=/tmp/bin:$PATH  # a wrapper, not a symlink: a symlinked venv python loses its venv
 log=$OUT/log.txt; : > "$log"
 echo "commit $REPRO_GIT_COMMIT start $(date -u +%T)" | tee -a "$log"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee -a "$log"
 t0=$(date +%s)
-[[ -f ../prep_first ]] && { python -m repro.data.cifar10 --source shards:../cifar10-jpeg --out results/data/cifar10 > "$OUT/prep.log" 2>&1 & }
-if [[ -f ../no_build ]]; then wait; echo "build skipped (.device-data/no_build)" | tee -a "$log"  # runs that load no CUDA C kernel
-else python -m repro.kernels.build --out results/build/kernels > "$OUT/build.log" 2>&1; wait; echo "build rc=$? $(( $(date +%s)-t0 )) s" | tee -a "$log"; fi
+[[ -f $dd/prep_first ]] && { python -m repro.data.cifar10 --source shards:$dd/cifar10-jpeg --out results/data/cifar10 > "$OUT/prep.log" 2>&1 & }
+if [[ -f $dd/no_build ]]; then wait; echo "build skipped (.device-data/no_build)" | tee -a "$log"  # runs that load no CUDA C kernel
+else python -m repro.kernels.build --out results/build/kernels $( [[ -f $dd/only ]] && echo --only $(cat $dd/only) ) > "$OUT/build.log" 2>&1; wait; echo "build rc=$? $(( $(date +%s)-t0 )) s" | tee -a "$log"; fi
 export REPRO_KERNELS_DIR=$PWD/results/build/kernels
 n=0
 while read -r kind rest; do
@@ -32,20 +36,20 @@ while read -r kind rest; do
   if (( left < 15 )); then echo "SKIP (deadline) $kind $rest" | tee -a "$log"; continue; fi
   t=$(date +%s)
   case "$kind" in
-    prep) timeout $left python -m repro.data.cifar10 --source shards:../cifar10-jpeg --out results/data/cifar10 > "$OUT/step$n.log" 2>&1 ;;
+    prep) timeout $left python -m repro.data.cifar10 --source shards:$dd/cifar10-jpeg --out results/data/cifar10 > "$OUT/step$n.log" 2>&1 ;;
     run)  exp=${rest%% *}; timeout $left python -m repro.pipeline.run experiment=$rest scale=paper > "$OUT/step$n.log" 2>&1 ;;
     test) timeout $left python -m pytest -q -p no:cacheprovider $rest > "$OUT/step$n.log" 2>&1 ;;
     bgrun) timeout $left python -m repro.pipeline.run experiment=$rest scale=paper > "$OUT/step$n.log" 2>&1 &
           echo "step$n started in background: $rest" >> "$log"; continue ;;
-    bgprep) timeout $left python -m repro.data.cifar10 --source shards:../cifar10-jpeg --out results/data/cifar10 > "$OUT/step$n.log" 2>&1 &
+    bgprep) timeout $left python -m repro.data.cifar10 --source shards:$dd/cifar10-jpeg --out results/data/cifar10 > "$OUT/step$n.log" 2>&1 &
           echo "step$n prep started in background" >> "$log"; continue ;;
     wait) wait ;;
     sh)   timeout $left bash -c "$rest" > "$OUT/step$n.log" 2>&1 ;;
   esac
   rc=$?; echo "step$n rc=$rc $(( $(date +%s)-t )) s: $kind $rest" | tee -a "$log"; tail -3 "$OUT/step$n.log" | sed 's/^/    /' >> "$log"
-done < "../$plan"
+done < "$dd/$plan"
 wait
 mkdir -p results/device-logs && cp "$OUT"/*.log "$OUT"/log.txt results/device-logs/ 2>/dev/null; rm -f "$OUT"/step*.log
-tar --exclude='results/data' --exclude='results/build/kernels/*.cubin' --exclude='*.pt' -czf "$OUT/results.tar.gz" results
+tar --exclude='results/data' --exclude='results/reference' --exclude='results/build/kernels/*.cubin' --exclude='*.pt' -czf "$OUT/results.tar.gz" results
 ls -la "$OUT/results.tar.gz" | tee -a "$log"
 echo "end $(date -u +%T)" | tee -a "$log"
