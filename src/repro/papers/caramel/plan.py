@@ -86,14 +86,13 @@ def no_overlap(tl: pd.DataFrame) -> list[Message]:
 def horovod(tl: pd.DataFrame, fusion_mb: float = 64.0, cycle_ms: float = 5.0) -> list[Message]:
     rows = ready_order(tl)
     cycle, cap = cycle_ms * 1e-3, fusion_mb * MIB
-    out, pending = [], []
-    tick = cycle
+    out, pending, k = [], [], 1
     for i in range(len(rows)):
-        while rows["ready_s"].iloc[i] > tick:
-            out += _fuse(rows, pending, cap, tick)
-            pending, tick = [], tick + cycle
+        while rows["ready_s"].iloc[i] > k * cycle:  # k * cycle, not a running sum: no drift across ticks
+            out += _fuse(rows, pending, cap, k * cycle)
+            pending, k = [], k + 1
         pending.append(i)
-    return out + _fuse(rows, pending, cap, tick)
+    return out + _fuse(rows, pending, cap, k * cycle)
 
 
 def _fuse(rows: pd.DataFrame, idx: list[int], cap: float, tick: float) -> list[Message]:
