@@ -49,6 +49,8 @@ def fit(sizes, seconds, world: int, name: str = "fitted") -> LinkSpec:
     n, t = np.asarray(sizes, float), np.asarray(seconds, float)
     steps = 2 * (world - 1)
     slope, intercept = np.polyfit(n, t, 1)
-    bandwidth = steps / world / slope if slope > 0 else float("inf")
+    if not slope > 0:
+        raise ValueError(f"{name}: all-reduce times do not grow with size ({list(zip(n, t))}); no bandwidth to fit")
+    bandwidth = steps / world / slope
     return LinkSpec(name=name, gbps=bandwidth * 8 / 1e9, alpha_us=max(intercept, 0.0) / steps * 1e6,
                     why=f"fitted to {len(n)} measured all-reduce sizes")
