@@ -60,7 +60,7 @@ def worker(rank: int, world: int, p: GlooParams):
     net = p.workload.build()
     x, loss_fn = p.workload.batch_fn(net, device, seed=rank)
     dist.barrier()
-    tl = timeline.record(net, x, loss_fn, device, p.warmup, p.iterations, label=p.workload.name)
+    tl = timeline.record(net, x, loss_fn, device, p.warmup + p.iterations, p.iterations, label=p.workload.name)
     fit = []
     for n in p.fit_bytes:
         buf = torch.ones(max(1, n // 4))
@@ -78,28 +78,29 @@ def worker(rank: int, world: int, p: GlooParams):
     dist.broadcast_object_list(shared, src=0)
     tl, fit, link = shared[0]
     caramel_plan = plan.caramel(tl, world, link, p.caramel)
-    measured = {}
+    steps, nets = {}, {}
     for arm in ARMS:
         torch.manual_seed(0)
-        base = p.workload.build()
+        base = nets[arm] = p.workload.build()
         params = list(base.parameters())
         if arm == "no_overlap":
             messages = plan.no_overlap(tl)
-            step = lambda: _step_no_overlap(base, messages, params, x, loss_fn, world)  # noqa: E731
+            steps[arm] = lambda base=base, params=params: _step_no_overlap(base, messages, params, x, loss_fn, world)
         else:
             caps = plan.bucket_caps_mb(caramel_plan) if arm == "caramel_ddp" else None
             chunk = int(max(p.caramel.chunk_mb * plan.MIB, plan.batch_bytes(world, link, p.caramel.efficiency)))
             ddp, _ = wrap(base, caps, chunk if arm == "caramel_ddp" else None, world)
-            step = lambda ddp=ddp: loss_fn(ddp(x)).backward()  # noqa: E731
-        times = []
-        for k in range(p.warmup + p.iterations):
-            base.zero_grad(set_to_none=True)
+            steps[arm] = lambda ddp=ddp: loss_fn(ddp(x)).backward()
+    times: dict[str, list[float]] = {arm: [] for arm in ARMS}
+    for k in range(p.warmup + p.iterations):  # arms interleaved, so drift and neighbours hit all alike
+        for arm in ARMS:
+            nets[arm].zero_grad(set_to_none=True)
             dist.barrier()
             t0 = time.perf_counter()
-            step()
+            steps[arm]()
             if k >= p.warmup:
-                times.append(time.perf_counter() - t0)
-        measured[arm] = statistics.median(times)
+                times[arm].append(time.perf_counter() - t0)
+    measured = {arm: statistics.median(t) for arm, t in times.items()}
     return {"timeline": tl, "fit": fit, "link": link, "measured": measured}
 
 
