@@ -29,6 +29,8 @@ def test_the_experiment_tabulates_dram_and_buffer_reads(tmp_path):
     result = experiment.baselines(params, Context(out_dir=tmp_path))
     summary, table = result.tables["summary"].iloc[0], result.tables["accesses"]
     assert summary["dram_reads"] == table.loc[table.depth == 0, "rd_out_to_low"].sum() == 2 * 16 * 16 * 8 // 64
+    assert summary["global_buffer"] == "sram_1M"  # eyeriss_like.yaml's largest on-chip memory
+    assert summary["gb_reads"] == table.loc[table.level == "sram_1M", "rd_out_to_low"].sum()
     assert result.metrics["eyeriss_like_g_gb_reads"] == summary["gb_reads"] > 0
     assert result.tags["tool"].startswith("zigzag-dse ")
 

@@ -52,7 +52,8 @@ def _quiet():
 def accesses(layer: dict, hardware: str, mapping: str, out_dir: Path) -> tuple[list[dict], dict[str, float]]:
     """ZigZag's best-energy mapping of ``layer`` on ``hardware`` (bundled names): one row per
     (operand, memory level) with the level's name, its depth from the top (0 = outermost, the
-    DRAM) and the word accesses in each direction; and the layer's energy (pJ) and latency (cycles)."""
+    DRAM), its size and the word accesses in each direction; and the layer's energy (pJ) and
+    latency (cycles)."""
     from zigzag.api import get_hardware_performance_zigzag
 
     with _quiet():
@@ -65,5 +66,11 @@ def accesses(layer: dict, hardware: str, mapping: str, out_dir: Path) -> tuple[l
         memories = cme.mem_hierarchy_dict[cme.memory_operand_links.layer_to_mem_op(operand)]
         for i, (memory, acc) in enumerate(zip(memories, levels)):
             rows.append(dict(operand=str(operand), level=memory.name, depth=len(levels) - 1 - i,
+                             size_bits=int(memory.memory_instance.size),
                              **{d: int(acc.data[d]) for d in DIRECTIONS}))
     return rows, {"energy_pj": float(energy), "latency_cycles": float(latency)}
+
+
+def global_buffer(rows: list[dict]) -> str:
+    """The global buffer: the largest on-chip memory (depth >= 1) of the hierarchy."""
+    return max((r for r in rows if r["depth"] >= 1), key=lambda r: r["size_bits"])["level"]

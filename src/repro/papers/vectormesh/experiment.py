@@ -41,7 +41,7 @@ def _layer(spec: dict) -> tuple[str, dict]:
 @experiment(params=BaselinesParams, needs_gpu=False)
 def baselines(p: BaselinesParams, ctx: Context) -> Result:
     """Per (workload, accelerator): every operand's accesses at every memory level (accesses.csv) and
-    the reads out of the outermost level (DRAM) and the one below it (the global buffer)."""
+    the reads out of the outermost level (DRAM) and out of the largest on-chip one (the global buffer)."""
     layers = dict(_layer(spec) for spec in p.workloads)
     for pair in p.accelerators:
         if len(pair) != 2:
@@ -54,10 +54,10 @@ def baselines(p: BaselinesParams, ctx: Context) -> Result:
                    for w, hw, mp in ctx.progress(grid, desc="zigzag")]
     for workload, hw, got, cost in results:
         rows += [dict(workload=workload, accelerator=hw, **r) for r in got]
-        df = pd.DataFrame(got)
-        summary.append(dict(workload=workload, accelerator=hw, **cost,
+        df, gb = pd.DataFrame(got), accesses.global_buffer(got)
+        summary.append(dict(workload=workload, accelerator=hw, **cost, global_buffer=gb,
                             dram_reads=int(df.loc[df.depth == 0, "rd_out_to_low"].sum()),
-                            gb_reads=int(df.loc[df.depth == 1, "rd_out_to_low"].sum())))
+                            gb_reads=int(df.loc[df.level == gb, "rd_out_to_low"].sum())))
     table = pd.DataFrame(summary)
     metrics = {f"{r.accelerator}_{r.workload}_{k}": float(getattr(r, k))
                for r in table.itertuples() for k in ("gb_reads", "dram_reads")}
