@@ -749,3 +749,34 @@ def test_a_ratio_unit_that_mentions_a_percentage_stays_a_ratio():
     assert is_difference("% top-1", 90) and is_difference("top-1 points lost", 0.5)
     share, text = share_of_ceiling({"direction": ">=", "unit": unit, "target": 1.95}, 1.3, 3.0)
     assert share == pytest.approx(1.3 / 3.0) and text == "0.433 of its ceiling"
+
+
+def test_an_unavailable_claim_is_shown_as_unavailable_with_its_evidence_never_as_pending(setup, tmp_path):
+    from repro.report import content, pages as report
+
+    ledger, results, ref, config = setup
+    entries = yaml.safe_load(ledger.read_text())["claims"]
+    unavailable = {"checked": "2026-12-06", "why": "no SYCL compiler or CPU device installs here",
+                   "evidence": "$ apt-cache search sycl\n(no SYCL package)"}
+    entries.append(dict(id="a.nosycl", paper="P", statement="s", paper_value=1.0, unit="x", target=1.0,
+                        direction=">=", needs="cpu", unavailable=unavailable))
+    ledger.write_text(yaml.safe_dump({"claims": entries}))
+    df = claims.build(ledger, results, ref, config).set_index("claim_id")
+    row = df.loc["a.nosycl"]
+    assert (row.verdict, row.reference_verdict, row.here_verdict) == ("unavailable",) * 3
+    assert "checked 2026-12-06" in row.here_why and "$ apt-cache search sycl" in row.here_details
+    assert claims.tally(df, "here")["unavailable"] == 1 and claims.tally(df, "here")["pending"] == 2  # a.pending, a.noexp
+    report.write(df.reset_index(), tmp_path / "out", [], results=results, reference_root=ref)
+    assert "unavailable" in (tmp_path / "out" / "report.html").read_text()
+    cells = content.per_paper(df.reset_index()).set_index("paper")
+    assert cells.loc["P", "pending"] == "2 pending, 1 unavailable"
+    for bad in ({**unavailable, "checked": "yesterday"}, {k: v for k, v in unavailable.items() if k != "evidence"}):
+        entries[-1]["unavailable"] = bad
+        ledger.write_text(yaml.safe_dump({"claims": entries}))
+        with pytest.raises(claims.LedgerError, match="unavailable must be"):
+            claims.load_ledger(ledger)
+    entries[-1].update(unavailable=unavailable, metric={"experiment": "k/fast", "key": "speedup"})
+    entries[-1].pop("needs")
+    ledger.write_text(yaml.safe_dump({"claims": entries}))
+    with pytest.raises(claims.LedgerError, match="an unavailable claim has no metric"):
+        claims.load_ledger(ledger)

@@ -53,7 +53,7 @@ def test_the_counts_of_both_sides(built):
     _, df = built
     ref, here = claims.tally(df, "reference"), claims.tally(df, "here")
     assert ref == {"reproduced": 3, "not-reproduced": 2, "inconclusive": 0, "no-reference": 1, "pending": 1,
-                   "model reproduced": 0, "model not-reproduced": 1, "model inconclusive": 0, "model no-reference": 0}
+                   "unavailable": 0, "model reproduced": 0, "model not-reproduced": 1, "model inconclusive": 0, "model no-reference": 0}
     assert (here["reproduced"], here["smoke"], here["not-run-here"], here["pending"]) == (1, 1, 4, 1)
     assert here["model not-run-here"] == 1
     assert report_content.by_reference_machine(df) == [("NVIDIA H200", 3, 6)]  # held of judged, model rows too
@@ -208,7 +208,8 @@ def test_the_real_ledger_renders_with_the_committed_references(tmp_path):
         pytest.skip("no committed reference runs")
     (tmp_path / "empty").mkdir()
     df = claims.build(REPO / "config" / "claims", tmp_path / "empty", ref).set_index("claim_id", drop=False)
-    assert set(df.here_verdict) <= {"not-run-here", "pending"}
+    assert set(df.here_verdict) <= {"not-run-here", "pending", "unavailable"}
+    assert df.loc["sycldnn.conv"].reference_verdict == "unavailable"  # shown as such, never as pending
     judged = df[df.reference_verdict.isin(["reproduced", "not-reproduced"])]
     assert len(judged) >= 20 and all(judged.reference_record.str.endswith("record.json"))
     acc = df.loc["comet.acc"]  # judged at comet.mem's 13.5x: no sweep point reaches it

@@ -101,7 +101,8 @@ def draw(df: pd.DataFrame):
             drawn = True
         if not drawn:
             verdict = r.reference_verdict if r.reference_verdict != "no-reference" else r.here_verdict
-            text = {"pending": "pending (not implemented)", "no-reference": "no run yet",
+            text = {"pending": "pending (not implemented)", "unavailable": "unavailable (no toolchain here)",
+                    "no-reference": "no run yet",
                     "not-run-here": "no run yet", "smoke": "smoke run only (not judged)"}.get(verdict, "no value")
             colour = MISSED if verdict == "not-reproduced" else NONE
             missed = colour == MISSED  # judged, with no value: at the misses end; no run: out of the way

@@ -10,7 +10,9 @@ Each claim is judged twice, side by side:
   here       this machine's run (results/): reproduced / not-reproduced at paper scale; smoke (it ran
              at the smoke scale: its value is shown, not judged against a paper-scale target); or
              not-run-here, with why (e.g. skipped: needs a CUDA GPU).
-A claim with no experiment yet is pending on both sides. A `kind: model` row is a simulator's
+A claim with no experiment yet is pending on both sides. A claim that cannot run on any machine lent to
+the project (no toolchain installs) states why, when and with what evidence (`unavailable: {checked,
+why, evidence}`) and is `unavailable` on both sides: shown as such, never as pending. A `kind: model` row is a simulator's
 result: judged against its target like the others, and always shown as a model. A model's claim
 names its tornado experiment (`assumed: {experiment: <paper>/tornado}`: the headline at each
 assumed parameter's low and high end); the row shows the range the assumed parameters move the
@@ -25,7 +27,7 @@ implementation (short of a ceiling that meets the target: the fraction of it), c
 
 claims.csv keeps the columns of earlier reports first: `verdict` is here's verdict when this machine
 ran the claim at paper scale, else not-run-here (`measured` is then the reference value, `source`
-says `reference`); `model` for a model row that has a value; pending.
+says `reference`); `model` for a model row that has a value; pending; unavailable.
 """
 
 from __future__ import annotations
@@ -52,16 +54,20 @@ SIDE_COLUMNS = ["kind", "reference_verdict", "reference_measured", "reference_ha
                 "here_scale", "here_why", "here_record", "here_run_id", "here_mlflow_run",
                 "reference_ceiling", "reference_miss", "here_ceiling", "here_miss"]
 CSV_COLUMNS = COLUMNS + SIDE_COLUMNS
-VERDICTS = ("reproduced", "not-reproduced", "inconclusive", "not-run-here", "model", "pending")
-REFERENCE_VERDICTS = ("reproduced", "not-reproduced", "inconclusive", "no-reference", "pending")
-HERE_VERDICTS = ("reproduced", "not-reproduced", "inconclusive", "smoke", "not-run-here", "pending")
+VERDICTS = ("reproduced", "not-reproduced", "inconclusive", "not-run-here", "model", "pending", "unavailable")
+REFERENCE_VERDICTS = ("reproduced", "not-reproduced", "inconclusive", "no-reference", "pending", "unavailable")
+HERE_VERDICTS = ("reproduced", "not-reproduced", "inconclusive", "smoke", "not-run-here", "pending", "unavailable")
+UNJUDGED = ("pending", "unavailable")  # verdicts of a claim with no metric: never a model's, never a value
 JUDGED = ("reproduced", "not-reproduced", "inconclusive")  # verdicts that have a value against the target
 # what a miss (not-reproduced) is, judged with the claim's ceiling (_apply_ceiling)
 MISS_KINDS = ("implementation", "ceiling-below-target", "no-ceiling")
 MISS_LABELS = {"implementation": "implementation short of its ceiling", "ceiling-below-target": "ceiling below the target",
                "no-ceiling": "no ceiling measured"}
 CLAIM_FIELDS = {"id", "paper", "statement", "paper_value", "paper_unit", "unit", "target", "target_reason", "direction",
-                "metric", "spread", "also", "needs", "kind", "timing", "ceiling", "note", "assumed"}
+                "metric", "spread", "also", "needs", "kind", "timing", "ceiling", "note", "assumed",
+                "unavailable"}
+UNAVAILABLE_FIELDS = {"checked", "why", "evidence"}  # checked: YYYY-MM-DD; why: one line; evidence: commands and output
+DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 # A value a claim reads from a run (its metric, an also-condition, its ceiling): a metric of the run's
 # record ({experiment, key}) or a statistic over the rows of one of the run's tables, computed when
 # the report is made ({experiment, table, column or ratio, stat, where, minus}; table_value).
@@ -151,11 +157,23 @@ def load_ledger(path: Path) -> list[dict]:
                 raise LedgerError(f"{where}: assumed must be {{experiment: <paper>/<name>}} (the tornado experiment "
                                   f"whose record holds the headline's range over the assumed parameters), got "
                                   f"{c['assumed']!r}")
+            if "unavailable" in c:
+                _check_unavailable(c, where)
             if c.get("metric") and "needs" in c:
                 raise LedgerError(f"{where}: needs follows from the experiments' gpus; state it only for a "
                                   "pending claim (no metric)")
             claims.append(c)
     return claims
+
+
+def _check_unavailable(c: dict, where: str) -> None:
+    u = c["unavailable"]
+    if not (isinstance(u, dict) and set(u) == UNAVAILABLE_FIELDS and DATE.match(str(u["checked"]))
+            and _text(u["why"]) and "\n" not in u["why"].strip() and _text(u["evidence"])):
+        raise LedgerError(f"{where}: unavailable must be {{checked: <YYYY-MM-DD>, why: <one line>, evidence: <the "
+                          f"commands run and their output>}}, got {u!r}")
+    if c.get("metric") is not None:
+        raise LedgerError(f"{where}: an unavailable claim has no metric (it cannot run here); drop one of them")
 
 
 def _is_number(x) -> bool:
@@ -770,6 +788,13 @@ def evaluate(claim: dict, results: Path, reference_root: Path, config_root: Path
                  reference_ceiling_value=None, here_ceiling_value=None, reference_miss_text="", here_miss_text="",
                  reference_records=[], here_records=[], experiments=[])
     metric = claim.get("metric")
+    if u := claim.get("unavailable"):
+        why = f"unavailable (checked {u['checked']}): {u['why'].strip()}"
+        row.update(verdict="unavailable", source="unavailable", needs=str(claim.get("needs", "")),
+                   reference_verdict="unavailable", here_verdict="unavailable", here_why=why)
+        evidence = [line for line in str(u["evidence"]).strip().splitlines() if line.strip()]
+        extra.update(reference_details=[why], here_details=[why, *evidence])
+        return {**row, **extra}
     if metric is None or not layout.experiment_path(metric["experiment"], config_root).is_file():
         row.update(verdict="pending", source="not implemented yet", needs=str(claim.get("needs", "")),
                    reference_verdict="pending", here_verdict="pending", here_why="not implemented yet")
@@ -865,7 +890,7 @@ def tally(df: pd.DataFrame, side: str) -> dict[str, int]:
     """How many measured claims (model rows apart) have each verdict on ``side`` (reference or here),
     and the model rows' verdicts under ``model <verdict>``."""
     verdicts = REFERENCE_VERDICTS if side == "reference" else HERE_VERDICTS
-    counts = {v: 0 for v in verdicts} | {f"model {v}": 0 for v in verdicts if v != "pending"}
+    counts = {v: 0 for v in verdicts} | {f"model {v}": 0 for v in verdicts if v not in UNJUDGED}
     for kind, verdict in zip(df["kind"], df[f"{side}_verdict"]):
-        counts[f"model {verdict}" if kind == "model" and verdict != "pending" else verdict] += 1
+        counts[f"model {verdict}" if kind == "model" and verdict not in UNJUDGED else verdict] += 1
     return counts

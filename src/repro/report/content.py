@@ -20,7 +20,8 @@ from repro.report.claims import JUDGED, MISS_KINDS, MISS_LABELS, miss_tally, tal
 
 LABELS = {"reproduced": "reproduced", "not-reproduced": "not reproduced",
           "inconclusive": "inconclusive (inside the run-to-run spread)", "no-reference": "no committed run",
-          "smoke": "smoke run (not judged)", "not-run-here": "not run here", "pending": "pending"}
+          "smoke": "smoke run (not judged)", "not-run-here": "not run here", "pending": "pending",
+          "unavailable": "unavailable (cannot run on the machines lent; evidence in the row)"}
 MODEL_LABELS = {"reproduced": "model: meets target", "not-reproduced": "model: misses target",
                 "inconclusive": "model: inside the spread"}
 
@@ -201,7 +202,8 @@ def reference_card(ctx: Context) -> Card:
                      + "; ".join(f"{name}: {n} ({held} hold)" for name, held, n in machines) + ".")
     lines.append(misses_line(df))
     lines.append(f"Not judged, so not counted: {t['no-reference'] + t['model no-reference']} with no committed "
-                 f"run, {t['pending']} pending (not implemented); {len(df)} claims in all.")
+                 f"run, {t['pending']} pending (not implemented), {t['unavailable']} unavailable (no toolchain runs here); "
+                 f"{len(df)} claims in all.")
     return Card("reference", "On the reference machine" + ("s" if len(machines) > 1 else ""), parts[0][0], total,
                 "judged claims hold", parts, lines)
 
@@ -221,7 +223,8 @@ def here_card(ctx: Context) -> Card:
         if any(df.here_miss):
             lines.append(misses_line(df, "here"))
         lines.append(f"Not judged, so not counted: {t['smoke'] + t['model smoke']} ran at smoke scale, "
-                     f"{t['not-run-here'] + t['model not-run-here']} not run here, {t['pending']} pending; "
+                     f"{t['not-run-here'] + t['model not-run-here']} not run here, {t['pending']} pending, "
+                     f"{t['unavailable']} unavailable; "
                      f"{len(df)} claims in all.")
         return Card("here", "Here", parts[0][0], total, "judged claims hold", parts, lines)
     statuses = [ctx.here_runs[e]["status"] if e in ctx.here_runs else "no-record" for e in ctx.experiments]
@@ -302,7 +305,7 @@ def misses_line(df: pd.DataFrame, side: str = "reference") -> str:
 # how a per-paper cell names each verdict's count
 CELL_LABELS = {"reproduced": "held", "not-reproduced": "missed", "inconclusive": "inconclusive",
                "no-reference": "no committed run", "smoke": "smoke run (not judged)", "not-run-here": "not run here",
-               "pending": "pending"}
+               "pending": "pending", "unavailable": "unavailable"}
 
 
 def count_cell(verdicts: pd.Series, order) -> str:
@@ -323,7 +326,7 @@ def per_paper(df: pd.DataFrame) -> pd.DataFrame:
                                                   f" ({', '.join(f'{n} {k}' for k, n in kinds.items())})"),
                      "reference machine": count_cell(group.reference_verdict, (*JUDGED, "no-reference")),
                      "here": count_cell(group.here_verdict, (*JUDGED, "smoke", "not-run-here")),
-                     "pending": count_cell(group.here_verdict, ("pending",)),
+                     "pending": count_cell(group.here_verdict, ("pending", "unavailable")),
                      "reference hardware": ", ".join(sorted({machine_name(h) for h in group.reference_hardware if h}))
                                            or "-"})
     return pd.DataFrame(rows)

@@ -45,7 +45,7 @@ table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;paddin
 th{background:#f0f0f0}.num{text-align:right}small,.small{color:#555;font-size:11.5px}
 .pill{display:inline-block;border-radius:9px;padding:0 7px;font-size:11.5px;white-space:nowrap;margin:1px 0}
 .v-reproduced{background:#d4edda;color:#155724}.v-not-reproduced{background:#f8d7da;color:#721c24}.v-inconclusive{background:#ffe8cc;color:#7a4100}
-.v-no-reference,.v-pending{background:#e2e3e5;color:#383d41}.v-smoke{background:#d1ecf1;color:#0c5460}
+.v-no-reference,.v-pending{background:#e2e3e5;color:#383d41}.v-unavailable{background:#f8d7da;color:#58151c}.v-smoke{background:#d1ecf1;color:#0c5460}
 .v-not-run-here{background:#fff3cd;color:#856404}.model{background:#e8dff5;color:#4a2a7a}
 tr.claim:target{outline:2px solid #4a90d9}details summary{cursor:pointer;color:#245;font-size:12px}
 .glance{display:flex;gap:1.5em;flex-wrap:wrap;align-items:flex-start}.glance>div:first-child{flex:1 1 440px}.glance>div+div{flex:0 1 760px;max-width:760px}
@@ -233,7 +233,8 @@ committed paper-scale runs) and here (this machine's run). Built at commit <code
 <h2 id="glance">At a glance</h2>
 <div class="glance"><div>{_table(glance, "per-paper")}<p class="small">held: every condition of the claim
 holds; missed: one does not; no committed run: no paper-scale run committed for it; smoke run: ran here at
-the smoke scale (not judged against a paper-scale target); pending: not implemented yet.</p></div>
+the smoke scale (not judged against a paper-scale target); pending: not implemented yet; unavailable: cannot
+run on the machines lent (the row gives the commands tried and their output).</p></div>
 <div><img id="chart" src="data:image/png;base64,{chart_img}" alt="every claim against its target"
 width="760"><p class="small">{E(claims_chart.CAPTION)}</p></div></div>
 <h2 id="claims">Claims</h2>{_claims_table(ctx)}

@@ -35,7 +35,7 @@ PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 # A number in a template's literal text: digits not part of a name (fp32, amb_0.5, VGG-16, top-1, e10).
 TYPED_NUMBER = re.compile(r"(?<![\w.])(?<!\w-)-?\d+(?:\.\d+)?")
 VERDICT_TEXT = {"reproduced": "reproduced", "not-reproduced": "not reproduced", "inconclusive": "inconclusive",
-                "pending": "pending"}
+                "pending": "pending", "unavailable": "unavailable"}
 
 
 class TableError(ValueError):
