@@ -54,11 +54,11 @@ def _functions(device: int, kernels_dir: Path | None) -> dict:
     return _FUNCTIONS[key]
 
 
-def _launch(fn, device: int, grid: int, args) -> None:
+def _launch(fn, device: int, grid: int, args, threads: int = THREADS) -> None:
     import cupy
 
     with cupy.cuda.Device(device), kernels.launch_stream(True, device):
-        fn((grid, 1, 1), (THREADS, 1, 1), args)
+        fn((grid, 1, 1), (threads, 1, 1), args)
 
 
 @dataclass(frozen=True)
