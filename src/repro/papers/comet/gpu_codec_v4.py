@@ -19,21 +19,16 @@ from pathlib import Path
 
 import numpy as np
 
-from repro import kernels
 from repro.papers.comet import codec_v4, gpu_codec
 from repro.papers.comet.codec import nblocks
 from repro.papers.comet.codec_v4 import CompressedV4
 
 THREADS = 128  # comet_huffman.cu's V4_THREADS
 _NAMES = ("comet_v4_histogram", "comet_v4_sizes", "comet_v4_pack", "comet_v4_decode")
-_FUNCTIONS: dict = {}
 
 
 def _functions(device: int, kernels_dir: Path | None) -> dict:
-    key = (device, kernels_dir)
-    if key not in _FUNCTIONS:
-        _FUNCTIONS[key] = {name: kernels.function("comet_huffman", name, device, kernels_dir) for name in _NAMES}
-    return _FUNCTIONS[key]
+    return gpu_codec._functions(device, kernels_dir, "comet_huffman", _NAMES)
 
 
 def _grid(nb: int) -> int:

@@ -42,6 +42,17 @@ struct QuantArgs {
 
 __device__ __forceinline__ float value_at(const QuantArgs& a, long long i) { return i < a.n ? __ldg(a.x + i) : 0.0f; }
 
+// Values i..i+3 (i a multiple of 4; zeros past n): one float4 load inside the tensor.
+__device__ __forceinline__ void load4(const QuantArgs& a, long long i, float v[4]) {
+    if (i + 3 < a.n) {
+        const float4 f = __ldg(reinterpret_cast<const float4*>(a.x + i));
+        v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+    } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[e] = value_at(a, i + e);
+    }
+}
+
 // (raw, any nonzero code, holds NaN/Inf) of block b.
 struct BlockKind {
     bool raw, nonzero, nonfinite;
@@ -52,13 +63,7 @@ __device__ __forceinline__ BlockKind block_kind(const QuantArgs& a, long long b)
     const long long i0 = b * V4_BLOCK;
     for (int i = 0; i < V4_BLOCK; i += 4) {
         float v[4];
-        if (i0 + i + 3 < a.n) {
-            const float4 f = __ldg(reinterpret_cast<const float4*>(a.x + i0 + i));
-            v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
-        } else {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) v[e] = value_at(a, i0 + i + e);
-        }
+        load4(a, i0 + i, v);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const Quant q = quantize(v[e], a.step, a.inv, a.eb);
@@ -102,13 +107,7 @@ __device__ __forceinline__ void block_walk(const QuantArgs& a, long long b, E0& 
     int prev = 0;
     for (int i = 0; i < V4_BLOCK; i += 4) {
         float v[4];
-        if (i0 + i + 3 < a.n) {
-            const float4 f = __ldg(reinterpret_cast<const float4*>(a.x + i0 + i));
-            v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
-        } else {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) v[e] = value_at(a, i0 + i + e);
-        }
+        load4(a, i0 + i, v);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int q = quantize(v[e], a.step, a.inv, a.eb).q;
