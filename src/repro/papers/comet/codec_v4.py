@@ -113,17 +113,13 @@ def choose(hists: np.ndarray) -> tuple[int, np.ndarray]:
 
 
 def canonical_codes(lengths: np.ndarray) -> np.ndarray:
-    """Canonical code (uint32, right-aligned) of every symbol with a length."""
+    """Canonical code (uint32, right-aligned) of every symbol with a length: the j-th symbol in
+    (length, symbol) order, of length l, gets first[l] + j - base[l] (decode_tables' numbers)."""
     lengths = np.asarray(lengths, dtype=np.int64)
+    t = decode_tables(lengths)
     codes = np.zeros(lengths.size, dtype=np.uint32)
-    code, prev = 0, 0
-    for s in np.lexsort((np.arange(lengths.size), lengths)):
-        if lengths[s] == 0:
-            continue
-        code <<= int(lengths[s]) - prev
-        prev = int(lengths[s])
-        codes[s] = code
-        code += 1
+    sym_len = lengths[t.symbols]
+    codes[t.symbols] = (t.first[sym_len] + np.arange(t.symbols.size) - t.base[sym_len]).astype(np.uint32)
     return codes
 
 
