@@ -141,8 +141,14 @@ def test_compressor_bench_on_cpu(tmp_path):
     p = BenchParams(size_mib=1, ebs=[0.01, 0.05], repeats=1)
     result = compressor_bench(p, Context(out_dir=tmp_path, device="cpu"))
     bench = result.tables["bench"]
-    assert len(bench) == 4 and (bench.max_err_over_eb <= 1.0).all() and (bench.ratio > 1).all()
+    assert len(bench) == 8 and (bench.max_err_over_eb <= 1.0).all() and (bench.ratio > 1).all()
     assert result.metrics["compress_gbps"] > 0 and "stream_match_relu_smooth" not in result.metrics
+    v3, v4 = bench[bench.codec == "v3"].reset_index(drop=True), bench[bench.codec == "v4"].reset_index(drop=True)
+    assert len(v3) == len(v4) == 4 and (v4.ratio > v3.ratio).all()  # the v4 arm, beside v3 on the same data
+    assert result.metrics["v4_ratio"] == v4[(v4.kind == "relu_smooth") & (v4.eb == 0.05)].ratio.iloc[0]
+    assert result.metrics["v4_compress_gbps"] > 0 and result.metrics["v4_max_err_over_eb"] <= 1
+    assert result.metrics["ratio"] == v3[(v3.kind == "relu_smooth") & (v3.eb == 0.05)].ratio.iloc[0]
+    bench = v3
     relu = bench[bench.kind == "relu_smooth"]
     assert (relu.density < 0.7).all() and (relu.ratio.values > bench[bench.kind == "gaussian"].ratio.values).all()
     _save_tables(result, tmp_path)
@@ -151,6 +157,8 @@ def test_compressor_bench_on_cpu(tmp_path):
         compressor_bench(BenchParams(size_mib=1, kinds=["jpeg"]), Context(out_dir=tmp_path, device="cpu"))
     with pytest.raises(ValueError, match="primary_kind/primary_eb"):
         compressor_bench(BenchParams(size_mib=1, ebs=[0.1]), Context(out_dir=tmp_path, device="cpu"))
+    with pytest.raises(ValueError, match="codecs: unknown value 'v5'"):
+        compressor_bench(BenchParams(size_mib=1, codecs=["v3", "v5"]), Context(out_dir=tmp_path, device="cpu"))
     with pytest.raises(ValueError, match="layouts: unknown value 'nchw'"):
         compressor_bench(BenchParams(size_mib=1, layouts=["flat", "nchw"]), Context(out_dir=tmp_path, device="cpu"))
 

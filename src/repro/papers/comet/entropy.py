@@ -42,16 +42,23 @@ def huffman_lengths(counts: np.ndarray) -> np.ndarray:
     if used.size == 1:
         lengths[used] = 1
         return lengths
-    heap = [(int(counts[s]), i, [int(s)]) for i, s in enumerate(used)]
+    # leaves 0..m-1 (used symbols in order), internal nodes m, m+1, ... as they are made; ties go to
+    # the smaller id: the tree, so the lengths, is fixed by the counts alone
+    m = used.size
+    heap = [(int(c), i) for i, c in enumerate(counts[used])]
     heapq.heapify(heap)
-    tie = len(heap)
+    parent = [0] * (2 * m - 1)
+    node = m
     while len(heap) > 1:
-        c1, _, s1 = heapq.heappop(heap)
-        c2, _, s2 = heapq.heappop(heap)
-        for s in s1 + s2:
-            lengths[s] += 1
-        heapq.heappush(heap, (c1 + c2, tie, s1 + s2))
-        tie += 1
+        c1, a = heapq.heappop(heap)
+        c2, b = heapq.heappop(heap)
+        parent[a] = parent[b] = node
+        heapq.heappush(heap, (c1 + c2, node))
+        node += 1
+    depth = [0] * (2 * m - 1)
+    for i in range(2 * m - 3, -1, -1):  # the root (2m - 2) has depth 0; parents come after children
+        depth[i] = depth[parent[i]] + 1
+    lengths[used] = depth[:m]
     return lengths
 
 

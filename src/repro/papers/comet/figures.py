@@ -28,6 +28,8 @@ def compressor_bench(run_dir: Path) -> Figure:
     bench["case"] = bench.kind + "\neb=" + bench.eb.map("{:g}".format)
     if "layout" in bench and bench.layout.nunique() > 1:
         bench["case"] += "\n" + bench.layout
+    if "codec" in bench and bench.codec.nunique() > 1:  # the v4 arm beside v3
+        bench["case"] = bench.codec + " " + bench.case
     speed = bench.melt(id_vars=["case"], value_vars=["compress_gbps", "decompress_gbps"], var_name="direction",
                        value_name="GB/s")
     speed["direction"] = speed.direction.str.replace("_gbps", "")

@@ -47,18 +47,19 @@ _NAMES = ("comet_compress", "comet_compress_nhwc", "comet_decompress", "comet_de
 _FUNCTIONS: dict = {}
 
 
-def _functions(device: int, kernels_dir: Path | None) -> dict:
-    key = (device, kernels_dir)
+def _functions(device: int, kernels_dir: Path | None, stem: str = "comet_codec", names=_NAMES) -> dict:
+    """The kernels ``names`` of ``<stem>.cubin`` on ``device`` by name (v4's: stem comet_huffman)."""
+    key = (device, kernels_dir, stem)
     if key not in _FUNCTIONS:
-        _FUNCTIONS[key] = {name: kernels.function("comet_codec", name, device, kernels_dir) for name in _NAMES}
+        _FUNCTIONS[key] = {name: kernels.function(stem, name, device, kernels_dir) for name in names}
     return _FUNCTIONS[key]
 
 
-def _launch(fn, device: int, grid: int, args) -> None:
+def _launch(fn, device: int, grid: int, args, threads: int = THREADS) -> None:
     import cupy
 
     with cupy.cuda.Device(device), kernels.launch_stream(True, device):
-        fn((grid, 1, 1), (THREADS, 1, 1), args)
+        fn((grid, 1, 1), (threads, 1, 1), args)
 
 
 @dataclass(frozen=True)

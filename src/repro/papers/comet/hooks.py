@@ -8,8 +8,9 @@ conv's input) is encoded once. Each saved tensor is attributed to the leaf modul
 saved it, which picks its error bound and its row in the per-layer accounting.
 
 SavedTensorAccounting  identity pack; counts the bytes of saved activations (the uncompressed arm's probe)
-CometHooks             error-bounded compression (repro.papers.comet.codec format; GPU kernels on CUDA
-                       tensors, the NumPy codec on CPU tensors), fixed eb or an EBController.
+CometHooks             error-bounded compression (repro.papers.comet.codec format, or codec_v4's with
+                       ``codec_version="v4"``; GPU kernels on CUDA tensors, the NumPy codec on CPU
+                       tensors), fixed eb or an EBController.
                        The format keeps zeros and signs exactly, so ReLU backward masks are exact
                        and only the values (used by the next conv's weight gradient) carry error.
                        On CUDA, ``payload="exact"`` stores each tensor at its exact size (one host
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
-from repro.papers.comet import arena, codec, gpu_codec
+from repro.papers.comet import arena, codec, codec_v4, gpu_codec, gpu_codec_v4
 from repro.train.hooks import TrainHooks
 
 WEIGHTED = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
@@ -207,7 +208,7 @@ class SavedTensorAccounting(TrainHooks):
 
 @dataclass
 class CometPacked:
-    data: codec.Compressed | gpu_codec.Slot
+    data: codec.Compressed | gpu_codec.Slot | codec_v4.CompressedV4
     shape: torch.Size
     layout: str
     device: torch.device
@@ -285,16 +286,23 @@ class EBController:
 
 
 PAYLOADS = ("exact", "arena")
+CODECS = ("v3", "v4")  # codec.py (bit planes) | codec_v4.py (Huffman with zero runs; exact payload only)
 
 
 class CometHooks(SavedTensorAccounting):
     """Error-bounded compression of saved activations (fixed or adaptive eb per layer)."""
 
     def __init__(self, controller: EBController, min_numel: int = 4096, kernels_dir=None,
-                 value_order: str = "logical", payload: str = "exact", arena_margin: float = 1.1):
+                 value_order: str = "logical", payload: str = "exact", arena_margin: float = 1.1,
+                 codec_version: str = "v3"):
         super().__init__(min_numel, value_order)
         if payload not in PAYLOADS:
             raise ValueError(f"payload must be one of {PAYLOADS}, got {payload!r}")
+        if codec_version not in CODECS:
+            raise ValueError(f"codec must be one of {CODECS}, got {codec_version!r}")
+        if codec_version == "v4" and payload != "exact":
+            raise ValueError("codec v4 has no arena (sync-free) path yet: use payload=exact")
+        self.codec_version = codec_version
         self.controller = controller
         self.kernels_dir = kernels_dir
         self.payload = payload
@@ -350,7 +358,11 @@ class CometHooks(SavedTensorAccounting):
         t = t.detach()
         if t.device.type != "cuda":
             flat, layout = dense_flat(t, self.value_order)
-            data = codec.compress(flat.numpy(), eb)
+            data = (codec_v4 if self.codec_version == "v4" else codec).compress(flat.numpy(), eb)
+            return CometPacked(data, t.shape, layout, t.device), data.nbytes
+        if self.codec_version == "v4":  # flat input only: a channels-last tensor is copied to NCHW order
+            flat, layout = dense_flat(t, self.value_order)
+            data = gpu_codec_v4.compress(flat, eb, self.kernels_dir)
             return CometPacked(data, t.shape, layout, t.device), data.nbytes
         if self.value_order == "logical" and gpu_codec.Source.nhwc_fits(t):
             src, layout = gpu_codec.Source.nhwc_of(t, checked=True), "nhwc"
@@ -365,8 +377,13 @@ class CometHooks(SavedTensorAccounting):
         return CometPacked(data, t.shape, layout, t.device), stored
 
     def decode(self, packed: CometPacked) -> torch.Tensor:
+        v4 = isinstance(packed.data, codec_v4.CompressedV4)
         if packed.device.type != "cuda":
-            return restore(torch.from_numpy(codec.decompress(packed.data)), packed.shape, packed.layout)
+            flat = (codec_v4 if v4 else codec).decompress(packed.data)
+            return restore(torch.from_numpy(flat), packed.shape, packed.layout)
+        if v4:
+            return restore(gpu_codec_v4.decompress(packed.data, kernels_dir=self.kernels_dir), packed.shape,
+                           packed.layout)
         if packed.layout == "nhwc":
             out = torch.empty(packed.shape, device=packed.device, memory_format=torch.channels_last)
             return gpu_codec.decompress(packed.data, out, self.kernels_dir)
@@ -471,13 +488,13 @@ class ActNNHooks(SavedTensorAccounting):
 def make_hooks(method: str, *, eb: float = 0.05, fraction: float = 0.1, bn_fraction: float = 0.05,
                eb_min: float = 1e-4, eb_max: float = 1.0, retune_every: int = 100, min_numel: int = 4096,
                group_size: int = 256, seed: int = 0, kernels_dir=None, value_order: str = "logical",
-               payload: str = "exact", arena_margin: float = 1.1) -> TrainHooks | None:
+               payload: str = "exact", arena_margin: float = 1.1, codec_version: str = "v3") -> TrainHooks | None:
     """The hooks of one arm: none (no hooks: the plain trainer), fixed, adaptive, actnn."""
     if method == "none":
         return None
     if method in ("fixed", "adaptive"):
         ctl = EBController(eb, method == "adaptive", fraction, bn_fraction, eb_min, eb_max, retune_every)
-        return CometHooks(ctl, min_numel, kernels_dir, value_order, payload, arena_margin)
+        return CometHooks(ctl, min_numel, kernels_dir, value_order, payload, arena_margin, codec_version)
     if method == "actnn":
         return ActNNHooks(group_size, min_numel, seed, value_order)
     raise ValueError(f"method must be none, fixed, adaptive or actnn, got {method!r}")

@@ -3,7 +3,9 @@ model (inputs.uncompressed) on real images, compressed on the CPU by our NumPy c
 itself (pysz) at the same absolute error bounds, with the sizes an entropy stage over our codec's
 codes would reach (repro.papers.comet.entropy: a size model, no stream written): what of SZ3's lead
 an entropy stage recovers and what is its prediction (SZ3 predicts along the tensor's four
-dimensions, ours along memory order)."""
+dimensions, ours along memory order). Codec v4 (repro.papers.comet.codec_v4, its NumPy twin: a real
+stream, decoded and checked) is measured beside them: ``v4_ratio_eb*`` and ``v4_over_sz3_eb*``
+(v4's ratio / SZ3's, issue 44's target >= 0.9)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import pandas as pd
 import torch
 
 from repro import records
-from repro.papers.comet import codec, entropy
+from repro.papers.comet import codec, codec_v4, entropy
 from repro.papers.comet.arms import probe_memory
 from repro.papers.comet.hooks import SavedTensorAccounting
 from repro.experiment import Context, Result, experiment
@@ -85,9 +87,12 @@ def sz3_reference(p: SZ3Params, ctx: Context) -> Result:
             ours = codec.compress(arr, eb)
             err = float(np.abs(codec.decompress(ours).astype(np.float64) - arr.reshape(-1).astype(np.float64)).max())
             sized = entropy.sizes(arr, eb)
+            v4 = codec_v4.compress(arr, eb)
+            v4_err = float(np.abs(codec_v4.decompress(v4).astype(np.float64) - arr.reshape(-1).astype(np.float64)).max())
             row = dict(tensor=i, layer=layer, shape="x".join(map(str, arr.shape)), eb=eb, raw_bytes=arr.nbytes,
                        ours_bytes=ours.nbytes, ours_max_err=err, density=float((arr != 0).mean()),
-                       huffman_bytes=sized["huffman_bytes"], huffman_runs_bytes=sized["huffman_runs_bytes"])
+                       huffman_bytes=sized["huffman_bytes"], huffman_runs_bytes=sized["huffman_runs_bytes"],
+                       v4_bytes=v4.nbytes, v4_max_err=v4_err, v4_mode=v4.mode)
             if pysz is not None:
                 nbytes, sz_err = sz3_compress(pysz, arr, eb)
                 row.update(sz3_bytes=nbytes, sz3_max_err=sz_err)
@@ -102,11 +107,14 @@ def sz3_reference(p: SZ3Params, ctx: Context) -> Result:
         metrics[f"ours_ratio_eb{eb:g}"] = g.raw_bytes.sum() / g.ours_bytes.sum()
         metrics[f"huffman_ratio_eb{eb:g}"] = g.raw_bytes.sum() / g.huffman_bytes.sum()
         metrics[f"huffman_runs_ratio_eb{eb:g}"] = g.raw_bytes.sum() / g.huffman_runs_bytes.sum()
+        metrics[f"v4_ratio_eb{eb:g}"] = g.raw_bytes.sum() / g.v4_bytes.sum()
         if pysz is not None:
             metrics[f"sz3_ratio_eb{eb:g}"] = g.raw_bytes.sum() / g.sz3_bytes.sum()
             metrics[f"sz3_over_ours_eb{eb:g}"] = g.ours_bytes.sum() / g.sz3_bytes.sum()
             metrics[f"sz3_over_huffman_runs_eb{eb:g}"] = g.huffman_runs_bytes.sum() / g.sz3_bytes.sum()
+            metrics[f"v4_over_sz3_eb{eb:g}"] = g.sz3_bytes.sum() / g.v4_bytes.sum()
     metrics["ours_max_err_over_eb"] = float((table.ours_max_err / table.eb).max())
+    metrics["v4_max_err_over_eb"] = float((table.v4_max_err / table.eb).max())
     if pysz is not None:
         metrics["sz3_max_err_over_eb"] = float((table.sz3_max_err / table.eb).max())
         from importlib.metadata import version

@@ -29,6 +29,8 @@
 // contract or approximate it: the results equal NumPy's float32 operations.
 #include <stdint.h>
 
+#include "comet_quant.cuh"
+
 #define COMET_BLOCK 1024
 #define COMET_CHUNKS 8
 #define COMET_RAW 32
@@ -42,40 +44,6 @@
 #define FLAG_AGGREGATE (1ull << FLAG_SHIFT)
 #define FLAG_PREFIX (2ull << FLAG_SHIFT)
 #define VALUE_MASK ((1ull << FLAG_SHIFT) - 1)
-
-struct Quant {
-    int q;
-    bool ok;
-};
-
-// Sign-preserving: |x| in [(m-1) s, m s) -> m (m = floor(|x| * (1/s)) + 1), reconstructed at the
-// midpoint (m - 1/2) s. Predictable iff m < 2^22 and float32 |(|x| - recon)| < eb (strict: then the
-// exact error is <= eb), or x == 0. NaN / Inf and eb = 0 (inv = inf) fail the test.
-__device__ __forceinline__ Quant quantize(float x, float step, float inv, float eb) {
-    const float ax = fabsf(x);
-    const float m = __fadd_rn(floorf(__fmul_rn(ax, inv)), 1.0f);
-    const bool small = m < 4194304.0f;
-    const float mm = small ? m : 1.0f;
-    const float recon = __fmul_rn(__fsub_rn(mm, 0.5f), step);
-    const bool ok = small && fabsf(__fsub_rn(ax, recon)) < eb;
-    const bool zero = x == 0.0f;
-    const int qm = __float2int_rn(mm);
-    Quant r;
-    r.q = (ok && !zero) ? (x < 0.0f ? -qm : qm) : 0;
-    r.ok = ok || zero;
-    return r;
-}
-
-// x' of a code: sign(q) * (|q| - 1/2) * step, 0 for q = 0.
-__device__ __forceinline__ float dequantize(int q, float step) {
-    if (q == 0) return 0.0f;
-    const float mag = __fmul_rn(__fsub_rn(__int2float_rn(q < 0 ? -q : q), 0.5f), step);
-    return q < 0 ? -mag : mag;
-}
-
-__device__ __forceinline__ unsigned zigzag(int d) { return ((unsigned)d << 1) ^ (unsigned)(d >> 31); }
-
-__device__ __forceinline__ int unzigzag(unsigned z) { return (int)((z >> 1) ^ (0u - (z & 1u))); }
 
 // 32x32 bit-matrix transpose across a warp: lane i holds row i (bit j = element (i, j)); on return
 // lane j holds column j (bit i = element (i, j)). Its own inverse.
