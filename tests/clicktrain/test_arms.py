@@ -282,3 +282,15 @@ def test_block_ratios_follow_the_artifact_stages():
     assert [scaled[n] for n in convs] == pytest.approx([r / 2 for r in ratios.values()])
     with pytest.raises(ValueError, match="4 residual blocks"):
         _pattern_setup(ClickTrainParams(block_ratios=[0.5, 0.5]), model)
+    with pytest.raises(ValueError, match="or 'artifact'"):
+        _pattern_setup(ClickTrainParams(block_ratios="paper"), model)
+
+
+def test_artifact_block_ratios_by_stage():
+    """configs/cifar10_resnet32_v1.yaml:64-94 of the artifact: layer1 55, layer2 and layer3.0 65, the rest 75."""
+    from repro.papers.clicktrain.patterns import artifact_block_ratios
+
+    assert artifact_block_ratios([3, 4, 5, 3]) == [0.55] * 3 + [0.65] * 5 + [0.75] * 7
+    assert artifact_block_ratios([1, 1, 2, 1]) == [0.55, 0.65, 0.65, 0.75, 0.75]
+    with pytest.raises(ValueError, match="4 stages"):
+        artifact_block_ratios([3, 3, 3])

@@ -31,6 +31,7 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import torch
@@ -41,7 +42,8 @@ from repro.atomic import atomic_write
 from repro.train.arm import TrainParams, splits, train_config
 from repro.papers.clicktrain.masks import (ADMMHooks, ChannelLassoHooks, ClickTrainHooks, conv_costs, nm_violations,
                                     sparse24_mask)
-from repro.papers.clicktrain.patterns import layer_ratios, pattern_convs, pattern_violations, project, select_library
+from repro.papers.clicktrain.patterns import (artifact_block_ratios, layer_ratios, pattern_convs, pattern_violations,
+                                              project, select_library)
 from repro.experiment import Context, Result, experiment
 from repro.models import build_model, get_entry
 from repro.models.resnet import BasicBlock
@@ -56,9 +58,9 @@ class PatternParams(TrainParams):
     patterns: int = 4  # library size (paper: 4 for ResNet-32, 12 for VGG-16)
     kernel_prune_ratio: float = 0.75  # share of each layer's 3x3 kernels dropped whole
     layer_ratios: dict = field(default_factory=dict)  # conv module name -> its own ratio
-    # one ratio per residual block, in the model's order, for both of its 3x3 convs (the ClickTrain
-    # artifact's per-stage ratios: configs/cifar10_resnet32_v1.yaml:64-94); [] = kernel_prune_ratio
-    block_ratios: list = field(default_factory=list)
+    # one ratio per residual block, in the model's order, for both of its 3x3 convs, or "artifact":
+    # the ClickTrain artifact's 55 / 65 / 75% by stage (patterns.artifact_block_ratios); [] = kernel_prune_ratio
+    block_ratios: Any = field(default_factory=list)
     ratio_scale: float = 1.0  # every layer's ratio times this (the compression sweep moves it)
     exclude_first: bool = True  # leave the stem conv (3 input channels) dense
 
@@ -227,10 +229,17 @@ class _Phases:
                       artifacts={"pruned": path}, tags=tags)
 
 
-def block_layer_ratios(model: nn.Module, convs, block_ratios: list) -> dict[str, float]:
+def block_layer_ratios(model: nn.Module, convs, block_ratios: list | str) -> dict[str, float]:
     """Per pattern conv the ratio of the residual block holding it (``block_ratios``: one per
-    BasicBlock of ``model``, in order)."""
-    blocks = [n for n, m in model.named_modules() if isinstance(m, BasicBlock)]
+    BasicBlock of ``model``, in order, or "artifact": the artifact's by stage, a stage starting at
+    each block with a projection or zero-pad shortcut)."""
+    modules = [(n, m) for n, m in model.named_modules() if isinstance(m, BasicBlock)]
+    blocks = [n for n, _ in modules]
+    if block_ratios == "artifact":
+        starts = [i for i, (_, m) in enumerate(modules) if i == 0 or not isinstance(m.shortcut, nn.Identity)]
+        block_ratios = artifact_block_ratios([b - a for a, b in zip(starts, starts[1:] + [len(modules)])])
+    elif isinstance(block_ratios, str):
+        raise ValueError(f"block_ratios must be a list of ratios or 'artifact', got {block_ratios!r}")
     if len(blocks) != len(block_ratios):
         raise ValueError(f"block_ratios has {len(block_ratios)} ratios, the model {len(blocks)} residual blocks")
     return {conv: float(r) for block, r in zip(blocks, block_ratios) for conv in convs if conv.startswith(block + ".")}
