@@ -119,6 +119,10 @@ def test_collect_pairs_by_seed_and_reads_curves_at_equal_compression(tmp_path):
     m = wide_compare(p, Context(out_dir=tmp_path / "out2", inputs=inputs)).metrics
     assert math.isnan(m["schedule_speedup"]) and m["schedule_speedup_n"] == 0
     assert m["top1_vs_admm"] == pytest.approx(-0.5)
-    del inputs["admm_s2"]
-    with pytest.raises(records.RecordError):
+    (tmp_path / "clicktrain_ratio_scale_0p25" / "record.json").unlink()  # a point not yet run
+    with pytest.raises(records.MissingRecord):
         wide_compare(p, Context(out_dir=tmp_path / "out3", inputs=inputs))
+    p.partial = True  # collect what exists, name the rest
+    result = wide_compare(p, Context(out_dir=tmp_path / "out4", inputs=inputs))
+    assert result.metrics["points_missing"] == 1 and "clicktrain_ratio_scale_0p25" in result.tags["missing"]
+    assert result.metrics["clicktrain_curve_min_compression"] == pytest.approx(8.0)  # only its configured runs left

@@ -31,7 +31,7 @@ import pandas as pd
 from repro import records
 from repro.experiment import Context, Result, experiment
 from repro.papers.clicktrain.sweep import WideParams, wide_run_points
-from repro.sweep import read_point, record_seed
+from repro.sweep import read_points, record_seed
 
 PAIRED = {  # key -> (function of one seed's arm metrics, what it is)
     "schedule_speedup": (lambda a: a["admm"]["schedule_s"] / a["clicktrain"]["schedule_s"],
@@ -75,15 +75,9 @@ def _sd(values: pd.Series) -> float:
 
 @experiment(params=WideParams, needs_gpu=False)
 def wide_compare(p: WideParams, ctx: Context) -> Result:
-    rows, missing, metrics_of = [], [], {}
-    for point in wide_run_points(p):
-        try:
-            rec, source = read_point(ctx, point)
-        except records.MissingRecord:
-            if not p.partial:
-                raise
-            missing.append(point.name)
-            continue
+    rows, metrics_of = [], {}
+    found, missing = read_points(ctx, wide_run_points(p), p.partial)
+    for point, rec, source in found:
         m = metrics_of[point.name] = rec["metrics"]
         rows.append(dict(point=point.name, arm=point.labels["arm"], kind=point.labels["kind"], seed=record_seed(rec),
                          **{k: m.get(k, float("nan")) for k in ("final_top1", "compression", "flops_ratio",
