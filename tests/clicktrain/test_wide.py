@@ -126,3 +126,21 @@ def test_collect_pairs_by_seed_and_reads_curves_at_equal_compression(tmp_path):
     result = wide_compare(p, Context(out_dir=tmp_path / "out4", inputs=inputs))
     assert result.metrics["points_missing"] == 1 and "clicktrain_ratio_scale_0p25" in result.tags["missing"]
     assert result.metrics["clicktrain_curve_min_compression"] == pytest.approx(8.0)  # only its configured runs left
+
+
+def test_figure_renders_from_a_collected_run(tmp_path):
+    from repro.papers.clicktrain import figures
+
+    p = as_wide_params({"seeds": [], "curves": {"prunetrain": {"lasso_ratio": [0.5]}, "clicktrain": {"ratio_scale": []}}})
+    inputs = {q.name: _record(tmp_path, q.name, q, _arm_metrics(q.labels["arm"], 0, *((4.0, 90.0) if "lasso" in q.name
+                                                                                    else (None, None))))
+              for q in wide_run_points(p)}
+    result = wide_compare(p, Context(out_dir=tmp_path / "run", inputs=inputs))
+    run = tmp_path / "run"
+    run.mkdir()
+    for name, table in result.tables.items():
+        table.to_csv(run / f"{name}.csv", index=False)
+    records.write(run, dict(experiment=SWEEP, paper="clicktrain", scale="smoke", status="ok", params={},
+                            metrics=result.metrics, tags=result.tags, provenance={}, started="2025-01-01T00:00:00+00:00"))
+    fig = figures.wide(run)
+    assert "wide ResNet-32" in fig._suptitle.get_text()
