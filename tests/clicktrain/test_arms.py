@@ -171,14 +171,14 @@ def test_configs_validate_at_both_scales(name):
     paper, smoke = experiment_params(spec, cfg, "paper"), experiment_params(spec, cfg, "smoke")
     module, _, fn = cfg.figure.partition(":")
     assert module == "repro.papers.clicktrain.figures" and hasattr(figures, fn)
-    if name.endswith(("clicktrain_compare", "clicktrain_budget", "inference")):
-        return  # not training arms (test_budget.py and test_inference.py check theirs)
-    vgg = name.startswith("vgg16_")
-    arm = name.removeprefix("vgg16_")
+    if name.endswith(("clicktrain_compare", "clicktrain_budget", "inference", "wide_compare")):
+        return  # not training arms (test_budget.py, test_inference.py and test_wide.py check theirs)
+    vgg, wide = name.startswith("vgg16_"), name.startswith("wide_")
+    arm = name.removeprefix("vgg16_").removeprefix("wide_")
     assert arm in ARMS
-    assert paper.model == ("vgg16" if vgg else "resnet32") and paper.epochs == 40
+    assert paper.model == ("vgg16" if vgg else "clicktrain_resnet32" if wide else "resnet32") and paper.epochs == 40
     assert paper.n_train == 0 and smoke.n_train == 256 and smoke.precision == "fp32"
-    assert paper.precision == ("bf16" if vgg else "fp32")  # as the network's dense baseline
+    assert paper.precision == ("bf16" if vgg or wide else "fp32")  # bf16 for the wide networks, as VGG-16's baseline
     assert paper.cuda_graph  # every arm and phase captured, the baseline's mode: one mode for all epoch times
     if arm in ("clicktrain", "admm"):
         assert paper.patterns == (12 if vgg else 4) and paper.kernel_prune_ratio == 0.75
