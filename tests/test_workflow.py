@@ -31,19 +31,22 @@ BUDGET_REPEATS = {"paper": 5 * 2, "smoke": 5}
 # runs of the COMET error-bound sweep beyond the arms' configured runs: adaptive (4 values) and fixed
 # (4) at paper scale, two per arm at smoke; one value per arm is the arm's configured run
 EB_SWEEP_POINTS = {"paper": 4 + 4 - 2, "smoke": 2 + 2 - 2}
+# runs of ClickTrain's wide comparison beyond the four wide arms' configured runs: seeds 1 and 2 of
+# three arms and 4 + 3 curve points (paper); one curve point per curve (smoke, one seed)
+WIDE_POINTS = {"paper": 3 * 2 + 4 + 3, "smoke": 2}
 
 
 def expected_counts(scale: str) -> dict:
     """One job per experiment file (under the spine's experiment rule; ClickTrain's arms under their
     own), one per sweep point that is not a configured run, one build per kernel source, one figure
     per experiment that names one, and the spine's steps."""
-    arms = 8  # ClickTrain's arms on two networks: rule clicktrain_arm (they also write pruned.pt)
+    arms = 12  # ClickTrain's arms on three networks: rule clicktrain_arm (they also write pruned.pt)
     return {"all": 1, "claims": 1, "mlflow": 1, "cifar10": 1, "cifar10_source": 1, "cifar10_source_record": 1,
             "cifar10_check": 1,
             "build_kernel": len(layout.kernel_sources()),
             "figure": sum(bool(layout.experiment_file(e).get("figure")) for e in EXPERIMENTS),
             "experiment": len(EXPERIMENTS) - arms, "clicktrain_arm": arms,
-            "sweep_point": BUDGET_POINTS[scale] + BUDGET_REPEATS[scale] + EB_SWEEP_POINTS[scale]}
+            "sweep_point": BUDGET_POINTS[scale] + BUDGET_REPEATS[scale] + EB_SWEEP_POINTS[scale] + WIDE_POINTS[scale]}
 
 
 @pytest.mark.parametrize("scale", ["smoke", "paper"])

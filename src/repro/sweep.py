@@ -134,3 +134,18 @@ def read_point(ctx, point: Point) -> tuple[dict, str]:
                                   "rerun that point")
     own = Path(rec["_dir"]).name == point.name
     return rec, ("repeat" if point.seed is not None else "sweep point") if own else "configured run"
+
+
+def read_points(ctx, points: list[Point], partial: bool = False) -> tuple[list[tuple[Point, dict, str]], list[str]]:
+    """(point, record, source) for every point that has run (:func:`read_point`), and the names of those
+    that have not: with ``partial`` a collection of what exists (a reference made piecewise), else the
+    first missing record raises records.MissingRecord."""
+    found, missing = [], []
+    for point in points:
+        try:
+            found.append((point, *read_point(ctx, point)))
+        except records.MissingRecord:
+            if not partial:
+                raise
+            missing.append(point.name)
+    return found, missing

@@ -3,6 +3,7 @@ synthetic records, configs at both scales, and the figures."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,11 @@ def test_arm_smoke(runs, name):
     for key in COMMON:
         assert key in m, key
     assert m["e2e_s"] >= epochs.train_s.sum() and list(epochs.epoch) == list(range(1, len(epochs) + 1))
+    # the measured whole schedule: every phase's trainer call (training, evaluation, hooks) + pruning work
+    assert m["schedule_s"] >= m["e2e_s"] and m["schedule_s"] >= (epochs.train_s + epochs.eval_s).sum()
+    phases = {k for k in m if k.startswith("schedule_") and k.endswith("_s") and k != "schedule_s"}
+    assert len(phases) == {"admm": 3}.get(name, 1)  # one per trainer call
+    assert sum(m[k] for k in phases) + m["prune_s"] - epochs.hook_s.sum() == pytest.approx(m["schedule_s"])
     assert m["flops_dense"] / m["flops_pruned"] == pytest.approx(m["flops_ratio"])
     assert "eager" in result.tags["mode"]
     expected_phases = {"clicktrain": ["dense", "lasso", "masked"], "admm": ["dense", "admm", "retrain"],
@@ -120,6 +126,9 @@ def test_compare_on_synthetic_records(tmp_path):
     result = compare(CompareParams(), Context(out_dir=tmp_path / "cmp", inputs=inputs))
     m = result.metrics
     assert m["e2e_speedup"] == pytest.approx(2.3)
+    # records from before schedule_s: no measured-schedule ratio, and no epoch ratio without epochs
+    assert math.isnan(m["schedule_speedup"]) and math.isnan(m["schedule_vs_prunetrain"])
+    assert math.isnan(m["epoch_ratio"]) and "NaN" in result.tags["schedule_speedup"]
     assert m["epoch_overhead"] == pytest.approx(3.1 / 3.0)
     assert m["epoch_overhead_vs_baseline"] == pytest.approx(3.1 / 1.55)
     assert m["top1_vs_admm"] == pytest.approx(-0.3) and m["top1_vs_prunetrain"] == pytest.approx(1.0)
@@ -131,6 +140,14 @@ def test_compare_on_synthetic_records(tmp_path):
     for name, table in result.tables.items():
         table.to_csv(run / f"{name}.csv", index=False)
     figures.compare(run)
+    timed = {"clicktrain": dict(schedule_s=120.0, epochs=40), "admm": dict(schedule_s=300.0, epochs=80),
+             "prunetrain": dict(schedule_s=150.0, epochs=40)}
+    for name, extra in timed.items():
+        metrics = records.read(inputs[name])["metrics"]
+        inputs[name] = _write_record(tmp_path / f"{name}_timed", name, {**metrics, **extra})
+    m = compare(CompareParams(), Context(out_dir=tmp_path / "cmp3", inputs=inputs)).metrics
+    assert m["schedule_speedup"] == pytest.approx(2.5) and m["schedule_vs_prunetrain"] == pytest.approx(0.8)
+    assert m["epoch_ratio"] == pytest.approx(2.0) and m["e2e_speedup"] == pytest.approx(2.3)
     del inputs["dense"]
     with pytest.raises(records.RecordError, match="inputs.dense is missing"):
         compare(CompareParams(), Context(out_dir=tmp_path / "cmp2", inputs=inputs))
@@ -154,14 +171,14 @@ def test_configs_validate_at_both_scales(name):
     paper, smoke = experiment_params(spec, cfg, "paper"), experiment_params(spec, cfg, "smoke")
     module, _, fn = cfg.figure.partition(":")
     assert module == "repro.papers.clicktrain.figures" and hasattr(figures, fn)
-    if name.endswith(("clicktrain_compare", "clicktrain_budget", "inference")):
-        return  # not training arms (test_budget.py and test_inference.py check theirs)
-    vgg = name.startswith("vgg16_")
-    arm = name.removeprefix("vgg16_")
+    if name.endswith(("clicktrain_compare", "clicktrain_budget", "inference", "wide_compare")):
+        return  # not training arms (test_budget.py, test_inference.py and test_wide.py check theirs)
+    vgg, wide = name.startswith("vgg16_"), name.startswith("wide_")
+    arm = name.removeprefix("vgg16_").removeprefix("wide_")
     assert arm in ARMS
-    assert paper.model == ("vgg16" if vgg else "resnet32") and paper.epochs == 40
+    assert paper.model == ("vgg16" if vgg else "clicktrain_resnet32" if wide else "resnet32") and paper.epochs == 40
     assert paper.n_train == 0 and smoke.n_train == 256 and smoke.precision == "fp32"
-    assert paper.precision == ("bf16" if vgg else "fp32")  # as the network's dense baseline
+    assert paper.precision == ("bf16" if vgg or wide else "fp32")  # bf16 for the wide networks, as VGG-16's baseline
     assert paper.cuda_graph  # every arm and phase captured, the baseline's mode: one mode for all epoch times
     if arm in ("clicktrain", "admm"):
         assert paper.patterns == (12 if vgg else 4) and paper.kernel_prune_ratio == 0.75
@@ -248,3 +265,32 @@ def test_a_resumed_arm_says_so_and_ends_as_an_uninterrupted_one(prepared, tmp_pa
     assert resumed.metrics["final_top1"] == straight.metrics["final_top1"]
     assert resumed.metrics["compression"] == straight.metrics["compression"]
     assert not list((tmp_path / "killed").glob("checkpoint_*.pt"))  # finished: removed
+
+
+def test_block_ratios_follow_the_artifact_stages():
+    """One ratio per residual block, both of its 3x3 convs; the stem and the 1x1 shortcuts untouched;
+    ratio_scale multiplies every layer's ratio (the compression sweep's knob)."""
+    from repro.models import build_model
+    from repro.papers.clicktrain.experiment import _pattern_setup
+
+    model = build_model("clicktrain_resnet32", width=4, blocks=[1, 1, 1, 1])
+    p = ClickTrainParams(model="clicktrain_resnet32", block_ratios=[0.55, 0.65, 0.75, 0.75])
+    convs, ratios = _pattern_setup(p, model)
+    assert len(convs) == 8 and sorted(set(ratios.values())) == [0.55, 0.65, 0.75]
+    assert [ratios[n] for n in convs] == [0.55, 0.55, 0.65, 0.65, 0.75, 0.75, 0.75, 0.75]
+    _, scaled = _pattern_setup(ClickTrainParams(block_ratios=[0.55, 0.65, 0.75, 0.75], ratio_scale=0.5), model)
+    assert [scaled[n] for n in convs] == pytest.approx([r / 2 for r in ratios.values()])
+    with pytest.raises(ValueError, match="4 residual blocks"):
+        _pattern_setup(ClickTrainParams(block_ratios=[0.5, 0.5]), model)
+    with pytest.raises(ValueError, match="or 'artifact'"):
+        _pattern_setup(ClickTrainParams(block_ratios="paper"), model)
+
+
+def test_artifact_block_ratios_by_stage():
+    """configs/cifar10_resnet32_v1.yaml:64-94 of the artifact: layer1 55, layer2 and layer3.0 65, the rest 75."""
+    from repro.papers.clicktrain.patterns import artifact_block_ratios
+
+    assert artifact_block_ratios([3, 4, 5, 3]) == [0.55] * 3 + [0.65] * 5 + [0.75] * 7
+    assert artifact_block_ratios([1, 1, 2, 1]) == [0.55, 0.65, 0.65, 0.75, 0.75]
+    with pytest.raises(ValueError, match="4 stages"):
+        artifact_block_ratios([3, 3, 3])

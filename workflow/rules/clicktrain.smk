@@ -8,7 +8,7 @@ use rule experiment as clicktrain_arm with:
         record=rules.experiment.output.record,
         pruned="results/{experiment}/pruned.pt",
     wildcard_constraints:
-        experiment="clicktrain/(vgg16_)?(clicktrain|admm|prunetrain|sparse24)",
+        experiment="clicktrain/(vgg16_|wide_)?(clicktrain|admm|prunetrain|sparse24)",
 
 
 ruleorder: clicktrain_arm > experiment

@@ -1,7 +1,8 @@
 """Model zoo: ``build_model(name, num_classes, **kw)`` over a registry of our own implementations.
 
 CIFAR models (32x32 input, 10 classes by default): resnet20/32/44/56/110 (option A shortcuts),
-cifar_resnet (any 6n+2 depth), vgg11/13/16/19 (with BatchNorm), airbench94 (Keller Jordan's fast
+cifar_resnet (any 6n+2 depth), clicktrain_resnet32 (the ClickTrain artifact's wide "resnet32":
+64-512 channels, [3, 4, 5, 3] basic blocks, 20.1M parameters), vgg11/13/16/19 (with BatchNorm), airbench94 (Keller Jordan's fast
 CIFAR-10 net; its whitening layer needs ``init_whitening(images)`` before training).
 ImageNet-style models (224x224, 1000 classes): resnet18/34/50/101/152, bottleneck_resnet (any
 block counts), alexnet (227x227), vgg16_imagenet, vgg19_imagenet, densenet121, vit_b16 (ordinary
@@ -24,7 +25,7 @@ from repro.models.airbench import AirBench, airbench
 from repro.models.alexnet import alexnet
 from repro.models.densenet import densenet
 from repro.models.transformer import gpt_decoder, vit
-from repro.models.resnet import bottleneck_resnet, cifar_resnet, imagenet_resnet, stage_blocks
+from repro.models.resnet import bottleneck_resnet, cifar_resnet, clicktrain_resnet32, imagenet_resnet, stage_blocks
 from repro.models.vgg import cifar_vgg, imagenet_vgg
 
 
@@ -37,7 +38,8 @@ class ModelEntry:
 
 
 def _registry() -> dict[str, ModelEntry]:
-    reg = {"cifar_resnet": ModelEntry(cifar_resnet, 32, 10), "airbench94": ModelEntry(airbench, 32, 10)}
+    reg = {"cifar_resnet": ModelEntry(cifar_resnet, 32, 10), "airbench94": ModelEntry(airbench, 32, 10),
+           "clicktrain_resnet32": ModelEntry(clicktrain_resnet32, 32, 10)}
     for depth in (20, 32, 44, 56, 110):
         reg[f"resnet{depth}"] = ModelEntry(partial(cifar_resnet, depth), 32, 10)
     for depth in (11, 13, 16, 19):
@@ -75,6 +77,6 @@ def count_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-__all__ = ["MODELS", "ModelEntry", "build_model", "get_entry", "count_params", "cifar_resnet", "cifar_vgg",
+__all__ = ["MODELS", "ModelEntry", "build_model", "get_entry", "count_params", "cifar_resnet", "clicktrain_resnet32", "cifar_vgg",
            "imagenet_resnet", "bottleneck_resnet", "stage_blocks", "imagenet_vgg", "alexnet",
            "densenet", "vit", "gpt_decoder", "airbench", "AirBench"]

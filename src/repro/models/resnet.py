@@ -11,6 +11,12 @@ ImageNet ResNets (paper sec. 3.4 and Table 1): 7x7 stem and 3x3 max-pool, four s
 counts), projection shortcuts (option B) where the shape changes, the stride on the 3x3 conv of
 a bottleneck (the common "v1.5" placement; ResNet-50 has 25.6M parameters).
 
+ClickTrain's "resnet32" (:func:`clicktrain_resnet32`): the network the ClickTrain artifact prunes
+on CIFAR, an ImageNet-style ResNet narrowed to 32x32 inputs: a 3x3 stem of 64 channels (no 7x7,
+no max-pool), four stages of [3, 4, 5, 3] basic blocks at 64/128/256/512 channels and 32/16/8/4
+pixels, projection shortcuts (1x1 conv + BN) where the shape changes, global average pooling and
+one linear layer: 20,101,450 parameters at 10 classes, against 0.46M for the CIFAR ResNet-32.
+
 Every model is a flat ``nn.Sequential`` (stem layers, one entry per residual block, pooling,
 classifier) so that layer-wise memory policies (checkpoint_sequential, per-layer offload) can
 walk it without knowing the architecture.
@@ -161,3 +167,29 @@ def bottleneck_resnet(blocks: Sequence[int] | int = IMAGENET_STAGE_RATIO, num_cl
     ``[3, 8, 36, 3]`` ResNet-152; an int spreads that many blocks 3:4:6:3. Conv layers = 3 * blocks + 1
     (+ 4 projection shortcuts)."""
     return imagenet_resnet(blocks, "bottleneck", num_classes, width, zero_init_residual)
+
+
+CLICKTRAIN_RESNET32_BLOCKS = (3, 4, 5, 3)
+
+
+def clicktrain_resnet32(num_classes: int = 10, width: int = 64,
+                        blocks: Sequence[int] = CLICKTRAIN_RESNET32_BLOCKS) -> nn.Sequential:
+    """The ClickTrain artifact's "resnet32" (hipdac-lab/ICS21-ClickTrain at commit
+    97d35ffb9aa2b08c34fd980b38cc82870f6694c8, ``resnet.py``: ``ResNet`` lines 70-98, ``resnet32``
+    lines 107-108; read for the architecture, none of its code copied): stem conv 3x3 of ``width``
+    channels, stride 1, BN, ReLU; stages of ``blocks`` basic blocks at ``width`` x 1/2/4/8, the first
+    block of stages 2-4 with stride 2 and a projection shortcut; average pool over the last 4x4
+    map; linear. At the defaults it has the artifact's 20,101,450 parameters (20,080,320 in convs,
+    19,906,560 of them in the 3x3 convs after the stem: what pattern pruning works on), counted on
+    the artifact's own ``resnet32()``. ``width`` and ``blocks`` shrink it for CPU smoke runs.
+    Layer names differ from the artifact's (``3.body.0`` for ``layer1.0.conv1``: one flat
+    Sequential, as every model here); the order of the convs is the same."""
+    blocks = list(blocks)
+    if len(blocks) != 4 or min(blocks) < 1:
+        raise ValueError(f"blocks must be 4 stage counts >= 1, got {blocks}")
+    body, cout = _stages(BasicBlock, width, [width, 2 * width, 4 * width, 8 * width], blocks, 1, "B")
+    model = nn.Sequential(
+        *_conv_bn(3, width, 3), nn.ReLU(inplace=True), *body,
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cout, num_classes),
+    )
+    return _init(model, zero_init_residual=False)

@@ -136,6 +136,10 @@ class TrainResult:
     data_on_device: bool = False
     n_train: int = 0  # images in the training split given
     steps_per_epoch: int = 0
+    # wall-clock seconds of this call, device-synchronised at both ends: placement, step capture,
+    # every epoch's training pass, evaluation, hooks and checkpoints (epochs resumed from a
+    # checkpoint are not in it: their rows' train_s / eval_s are)
+    wall_s: float = 0.0
 
     @property
     def final_top1(self) -> float:
@@ -251,6 +255,8 @@ def train(model: nn.Module, train_split: Split, test_split: Split, cfg: TrainCon
     hooks = hooks or TrainHooks()
     log = log or logging.getLogger("repro")
     dev = torch.device(device)
+    _sync(dev)
+    started = time.perf_counter()
     notes: list[str] = []
     compile_, cuda_graph = cfg.compile, cfg.cuda_graph
     if cuda_graph and dev.type != "cuda":
@@ -346,6 +352,7 @@ def train(model: nn.Module, train_split: Split, test_split: Split, cfg: TrainCon
                      row["peak_mem_bytes"] / 2**30, step.mode)
     finally:
         torch.backends.cudnn.benchmark = prev_benchmark
+    _sync(dev)
     return TrainResult(history=pd.DataFrame(history), model=model, mode=step.mode, notes=notes + step.notes,
                        seed=seed, resumed_epochs=start_epoch, data_on_device=on_device,
-                       n_train=len(train_split), steps_per_epoch=steps)
+                       n_train=len(train_split), steps_per_epoch=steps, wall_s=time.perf_counter() - started)

@@ -22,7 +22,7 @@ import pandas as pd
 from repro import records
 from repro.papers.clicktrain.sweep import BudgetParams, budget_points
 from repro.experiment import Context, Result, experiment
-from repro.sweep import read_point, record_seed
+from repro.sweep import read_points, record_seed
 
 
 def mean_points(runs: pd.DataFrame) -> pd.DataFrame:
@@ -71,16 +71,10 @@ def versus_admm(points: pd.DataFrame) -> pd.DataFrame:
 
 @experiment(params=BudgetParams, needs_gpu=False)
 def budget(p: BudgetParams, ctx: Context) -> Result:
-    rows, missing = [], []
-    for point in budget_points(p):
+    rows = []
+    found, missing = read_points(ctx, budget_points(p), p.partial)
+    for point, rec, source in found:
         arm, epochs = point.labels["arm"], point.labels["budget"]
-        try:
-            rec, source = read_point(ctx, point)
-        except records.MissingRecord:
-            if not p.partial:
-                raise
-            missing.append(point.name)
-            continue
         m = rec["metrics"]
         if "final_top1" not in m:
             raise records.RecordError(f"{rec['_dir']}: no final_top1 (status {rec['status']}: {rec.get('reason')})")

@@ -17,6 +17,10 @@ compare     derived metrics across the arms' records (inputs clicktrain, admm, p
 Every arm reports final_top1, compression (dense conv params / nonzero conv params), flops_ratio
 (dense / pruned conv MACs), e2e_s (training passes of every phase + pruning work between epochs;
 per-epoch evaluation, which every arm does alike for the curves, is reported apart as eval_s),
+schedule_s (the measured wall-clock of the whole schedule: every phase's trainer call, from its
+start to its end, device-synchronised, as the trainer times it (``TrainResult.wall_s``: placement,
+step capture, training passes, evaluation, hooks, checkpoints), plus the pruning work between
+phases; per trainer call ``schedule_<call>_s``, ADMM's dense / admm / retrain; what ct.e2e compares),
 epoch_s_mean (mean training-pass seconds of the pruning phases), dense_epoch_s (of its dense
 phase, first epoch left out: it pays cuDNN autotuning) and writes pruned.pt (see load_pruned).
 """
@@ -27,6 +31,7 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import torch
@@ -37,9 +42,11 @@ from repro.atomic import atomic_write
 from repro.train.arm import TrainParams, splits, train_config
 from repro.papers.clicktrain.masks import (ADMMHooks, ChannelLassoHooks, ClickTrainHooks, conv_costs, nm_violations,
                                     sparse24_mask)
-from repro.papers.clicktrain.patterns import layer_ratios, pattern_convs, pattern_violations, project, select_library
+from repro.papers.clicktrain.patterns import (artifact_block_ratios, layer_ratios, pattern_convs, pattern_violations,
+                                              project, select_library)
 from repro.experiment import Context, Result, experiment
 from repro.models import build_model, get_entry
+from repro.models.resnet import BasicBlock
 from repro.train import TrainHooks, evaluate, train
 from repro.train.masks import FixedMaskHooks, ScheduledMaskHooks
 from repro.train.augment import DeviceAugment, channel_stats, first_batch
@@ -51,6 +58,10 @@ class PatternParams(TrainParams):
     patterns: int = 4  # library size (paper: 4 for ResNet-32, 12 for VGG-16)
     kernel_prune_ratio: float = 0.75  # share of each layer's 3x3 kernels dropped whole
     layer_ratios: dict = field(default_factory=dict)  # conv module name -> its own ratio
+    # one ratio per residual block, in the model's order, for both of its 3x3 convs, or "artifact":
+    # the ClickTrain artifact's 55 / 65 / 75% by stage (patterns.artifact_block_ratios); [] = kernel_prune_ratio
+    block_ratios: Any = field(default_factory=list)
+    ratio_scale: float = 1.0  # every layer's ratio times this (the compression sweep moves it)
     exclude_first: bool = True  # leave the stem conv (3 input channels) dense
 
 
@@ -125,6 +136,7 @@ class _Phases:
         self.modes: dict[str, str] = {}
         self.notes: list[str] = []
         self.prune_s = 0.0
+        self.wall_s: dict[str, float] = {}  # phase -> its trainer call's measured wall-clock
         self.checkpoints: list[Path] = []
         self.resumed: dict[str, int] = {}  # phase -> epochs a checkpoint brought back
 
@@ -146,6 +158,10 @@ class _Phases:
         self.histories.append(history)
         self.modes[name] = result.mode
         self.notes += result.notes
+        # epochs a checkpoint brought back ran in an earlier call: their measured passes count instead
+        earlier = result.history.iloc[:result.resumed_epochs]
+        self.wall_s[name] = result.wall_s + float(earlier.get("train_s", pd.Series(dtype=float)).sum()
+                                                  + earlier.get("eval_s", pd.Series(dtype=float)).sum())
         if result.resumed_epochs:
             self.resumed[name] = result.resumed_epochs
 
@@ -174,6 +190,7 @@ class _Phases:
             flops_pruned=costs.macs.sum(),
             flops_ratio=costs.macs_dense.sum() / costs.macs.sum(),
             e2e_s=epochs.train_s.sum() + epochs.hook_s.sum() + self.prune_s,
+            schedule_s=sum(self.wall_s.values()) + self.prune_s,
             eval_s=epochs.eval_s.sum(),
             prune_s=epochs.hook_s.sum() + self.prune_s,
             epoch_s_mean=pruning.train_s.mean(),
@@ -185,6 +202,7 @@ class _Phases:
             metrics[f"epochs_{phase}"] = len(rows)
             metrics[f"time_{phase}_s"] = rows.train_s.sum() + rows.hook_s.sum()
             metrics[f"epoch_s_{phase}"] = rows.train_s.mean()
+        metrics.update({f"schedule_{phase}_s": seconds for phase, seconds in self.wall_s.items()})
         path = self.ctx.out_dir / "pruned.pt"
         mean, std = channel_stats(self.train_split.images)
         payload = dict(arm=arm, model=self.p.model, model_kw=dict(self.p.model_kw),
@@ -202,14 +220,36 @@ class _Phases:
                     if self.resumed else "none",
                     e2e_s="training passes of all phases + pruning work (selection, projection, masking); "
                           "per-epoch evaluation excluded (eval_s)",
+                    schedule_s="measured wall-clock of the whole schedule: each phase's trainer call from start "
+                               "to end (device-synchronised; placement, capture, training, evaluation, hooks, "
+                               "checkpoints) + pruning work between phases"
+                               + ("; resumed epochs count by their recorded train_s + eval_s" if self.resumed else ""),
                     flops="conv multiply-accumulates: nonzero weights x output pixels")
         return Result(metrics=metrics, tables={"epochs": epochs, "layers": costs},
                       artifacts={"pruned": path}, tags=tags)
 
 
+def block_layer_ratios(model: nn.Module, convs, block_ratios: list | str) -> dict[str, float]:
+    """Per pattern conv the ratio of the residual block holding it (``block_ratios``: one per
+    BasicBlock of ``model``, in order, or "artifact": the artifact's by stage, a stage starting at
+    each block with a projection or zero-pad shortcut)."""
+    modules = [(n, m) for n, m in model.named_modules() if isinstance(m, BasicBlock)]
+    blocks = [n for n, _ in modules]
+    if block_ratios == "artifact":
+        starts = [i for i, (_, m) in enumerate(modules) if i == 0 or not isinstance(m.shortcut, nn.Identity)]
+        block_ratios = artifact_block_ratios([b - a for a, b in zip(starts, starts[1:] + [len(modules)])])
+    elif isinstance(block_ratios, str):
+        raise ValueError(f"block_ratios must be a list of ratios or 'artifact', got {block_ratios!r}")
+    if len(blocks) != len(block_ratios):
+        raise ValueError(f"block_ratios has {len(block_ratios)} ratios, the model {len(blocks)} residual blocks")
+    return {conv: float(r) for block, r in zip(blocks, block_ratios) for conv in convs if conv.startswith(block + ".")}
+
+
 def _pattern_setup(p: PatternParams, model: nn.Module):
     convs = pattern_convs(model, p.exclude_first)
-    return convs, layer_ratios(convs, p.kernel_prune_ratio, p.layer_ratios)
+    overrides = {**(block_layer_ratios(model, convs, p.block_ratios) if p.block_ratios else {}), **p.layer_ratios}
+    ratios = layer_ratios(convs, p.kernel_prune_ratio, overrides)
+    return convs, layer_ratios(convs, 0.0, {n: r * p.ratio_scale for n, r in ratios.items()})
 
 
 def _pattern_checks(model: nn.Module, masks, library, ratios) -> dict:
@@ -374,6 +414,11 @@ def load_pruned(path: Path) -> PrunedModel:
     return PrunedModel(model, masks, payload["library"], meta)
 
 
+def _ratio(a: dict, b: dict, key: str) -> float:
+    """a[key] / b[key]; NaN where either record lacks the key (ran before it was recorded)."""
+    return a[key] / b[key] if key in a and key in b else float("nan")
+
+
 def _arm(ctx: Context, name: str) -> dict:
     if name not in ctx.inputs:
         raise records.RecordError(f"inputs.{name} is missing: pass the {name} run record (record.json)")
@@ -386,6 +431,9 @@ def compare(p: CompareParams, ctx: Context) -> Result:
     dense = _arm(ctx, "dense")
     ct, ad, pt = arms["clicktrain"], arms["admm"], arms["prunetrain"]
     metrics = dict(
+        schedule_speedup=_ratio(ad, ct, "schedule_s"),
+        schedule_vs_prunetrain=_ratio(ct, pt, "schedule_s"),
+        epoch_ratio=_ratio(ad, ct, "epochs"),
         e2e_speedup=ad["e2e_s"] / ct["e2e_s"],
         epoch_overhead=ct["epoch_s_mean"] / ct["dense_epoch_s"],
         epoch_overhead_vs_baseline=ct["epoch_s_mean"] / dense["epoch_s_mean"],
@@ -402,10 +450,15 @@ def compare(p: CompareParams, ctx: Context) -> Result:
     phase_rows = []
     for name, m in arms.items():
         rows.append(dict(arm=name, **{k: m.get(k, float("nan")) for k in
-                                      ("final_top1", "compression", "flops_ratio", "e2e_s", "epoch_s_mean",
-                                       "dense_epoch_s")}))
+                                      ("final_top1", "compression", "flops_ratio", "e2e_s", "schedule_s",
+                                       "epoch_s_mean", "dense_epoch_s")}))
         phase_rows += [dict(arm=name, phase=k[len("time_"):-len("_s")], seconds=v, epochs=m.get(f"epochs_{k[5:-2]}"))
                        for k, v in m.items() if k.startswith("time_") and k.endswith("_s")]
     tags = dict(epoch_overhead="ClickTrain pruning-phase epoch / its own dense warm-up epoch (same mode); "
-                               "epoch_overhead_vs_baseline divides by the baseline record's epoch (its mode)")
+                               "epoch_overhead_vs_baseline divides by the baseline record's epoch (its mode)",
+                schedule_speedup="ADMM's measured whole-schedule wall-clock (schedule_s) / ClickTrain's; NaN: an "
+                                 "arm record ran before schedule_s was recorded (rerun it)",
+                schedule_vs_prunetrain="ClickTrain's schedule_s / PruneTrain's; NaN as schedule_speedup",
+                epoch_ratio="diagnostic, configured: ADMM's epochs / ClickTrain's (what e2e_speedup is near at "
+                            "equal epoch cost)")
     return Result(metrics=metrics, tables={"arms": pd.DataFrame(rows), "phases": pd.DataFrame(phase_rows)}, tags=tags)

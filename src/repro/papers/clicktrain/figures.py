@@ -1,6 +1,7 @@
 """Figures of the ClickTrain arms: per arm, accuracy per epoch coloured by phase and training time
 per phase; across arms (compare), accuracy against compression and end-to-end time per phase; the
-schedule-length sweep (budget); inference latency of the pruned models (inference)."""
+schedule-length sweep (budget); inference latency of the pruned models (inference); the wide
+network's comparison (wide)."""
 
 from __future__ import annotations
 
@@ -172,3 +173,30 @@ def inference(run_dir: Path) -> Figure:
     return finish(fig, f"Inference latency of the pruned {record.get('tags', {}).get('model', '')} on "
                   f"{record.get('provenance', {}).get('gpu_name') or record.get('device', '')}", record,
                   "timing", "sparse_backend")
+
+
+def wide(run_dir: Path) -> Figure:
+    """The wide network's comparison: every run's top-1 against its compression (ClickTrain's and
+    PruneTrain's curves through their configured means, the other arms' runs as points), and the
+    measured whole-schedule seconds of each configured run by arm."""
+    run_dir, record = open_run(run_dir)
+    runs = pd.read_csv(run_dir / "points.csv")
+    curves = pd.read_csv(run_dir / "curves.csv")
+    metrics = record.get("metrics", {})
+    fig = Figure(figsize=(11, 4.2))
+    acc, times = fig.subplots(1, 2)
+    palette = dict(zip(runs.arm.unique(), sns.color_palette(n_colors=runs.arm.nunique())))
+    sns.scatterplot(runs, x="compression", y="final_top1", hue="arm", style="kind", ax=acc, s=40, palette=palette)
+    for arm, curve in curves.groupby("arm", sort=False):
+        curve = curve.sort_values("compression")
+        acc.plot(curve.compression, curve.final_top1, lw=1, alpha=0.7, color=palette.get(arm))
+    acc.set(xscale="log", xlabel="conv weight compression (dense / nonzero)", ylabel="final test top-1 (%)",
+            title=f"at equal compression: ClickTrain {metrics.get('top1_vs_prunetrain_equal', float('nan')):+.2f}"
+                  f" points over PruneTrain\n(interpolated in log compression, never extrapolated)")
+    _plain_log(acc, "x")
+    configured = runs[runs.kind == "configured"]
+    sns.barplot(configured, x="arm", y="schedule_s", ax=times, errorbar="sd")
+    times.set(xlabel="", ylabel="measured whole schedule (s)",
+              title=f"ADMM / ClickTrain {metrics.get('schedule_speedup', float('nan')):.2f}x "
+                    f"(sd {metrics.get('schedule_speedup_sd', float('nan')):.2f}, paired by seed)")
+    return finish(fig, "ClickTrain on the artifact's wide ResNet-32", record, below=record.get("tags", {}).get("missing"))

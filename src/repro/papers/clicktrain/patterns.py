@@ -39,6 +39,17 @@ def layer_ratios(names: Iterable[str], default: float, overrides: dict | None = 
     return ratios
 
 
+def artifact_block_ratios(stage_blocks: list[int]) -> list[float]:
+    """Kernel prune ratio per residual block of a 4-stage network, as the ClickTrain artifact sets
+    its "resnet32" for the 8.6x result (hipdac-lab/ICS21-ClickTrain 97d35ff,
+    configs/cifar10_resnet32_v1.yaml:64-94, both convs of a block alike): 55% in stage 1, 65% in
+    stage 2 and the first block of stage 3, 75% in the rest of stage 3 and in stage 4."""
+    if len(stage_blocks) != 4:
+        raise ValueError(f"the artifact's ratios are for 4 stages, got {len(stage_blocks)}: {stage_blocks}")
+    per_stage = [lambda i: 0.55, lambda i: 0.65, lambda i: 0.65 if i == 0 else 0.75, lambda i: 0.75]
+    return [rule(i) for rule, n in zip(per_stage, stage_blocks) for i in range(n)]
+
+
 def dropped_count(ratio: float, kernels: int) -> int:
     """Kernels a layer of ``kernels`` kernels drops at ``ratio`` (round half up)."""
     return int(math.floor(ratio * kernels + 0.5))

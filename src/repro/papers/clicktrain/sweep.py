@@ -82,3 +82,55 @@ def budget_points(p: BudgetParams) -> list[Point]:
 def points(params: dict) -> list[Point]:
     """The sweep's points from its experiment file's params (repro.sweep calls this)."""
     return budget_points(as_params(params))
+
+
+# The wide network's comparison (clicktrain/wide_compare): every arm's configured run on the
+# ClickTrain artifact's ResNet-32, repeated with more seeds (the decisive points), and two
+# compression curves: PruneTrain pushed up towards ClickTrain's compression, ClickTrain pulled down
+# towards PruneTrain's, so that ct.vs_during reads the two at equal compression.
+
+@dataclass
+class WideParams:
+    # arm name -> the experiment that trains it (a config adds arms; clicktrain, admm, prunetrain stay)
+    arms: dict = field(default_factory=lambda: {
+        "clicktrain": "clicktrain/wide_clicktrain", "admm": "clicktrain/wide_admm",
+        "prunetrain": "clicktrain/wide_prunetrain", "sparse24": "clicktrain/wide_sparse24"})
+    seeds: list = field(default_factory=lambda: [1, 2])  # each arm's configured run again with these seeds
+    seeded_arms: list = field(default_factory=lambda: ["clicktrain", "admm", "prunetrain"])  # which arms repeat
+    # arm -> {parameter: [values]}: one run per value (the configured seed), the arm's compression curve
+    curves: dict = field(default_factory=lambda: {"prunetrain": {"lasso_ratio": [0.35, 0.5, 0.65, 0.8]},
+                                                  "clicktrain": {"ratio_scale": [0.25, 0.5, 0.75]}})
+    partial: bool = False  # collect the points that have records and name the missing ones
+
+
+def as_wide_params(params: dict) -> WideParams:
+    p = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(WideParams), params))
+    stray = sorted((set(p.curves) | set(p.seeded_arms)) - set(p.arms))
+    if stray:
+        raise ValueError(f"curves / seeded_arms name {stray}, not arms ({sorted(p.arms)})")
+    return p
+
+
+def curve_name(arm: str, key: str, value) -> str:
+    """A curve point's folder name: ``prunetrain_lasso_ratio_0p5``."""
+    return f"{arm}_{key}_{str(value).replace('.', 'p').replace('-', 'm')}"
+
+
+def wide_points(params: dict) -> list[Point]:
+    """The wide comparison's points from its experiment file's params (repro.sweep calls this)."""
+    return wide_run_points(as_wide_params(params))
+
+
+def wide_run_points(p: WideParams) -> list[Point]:
+    """Each arm's configured run (named for the arm; the configured run itself), its seed repeats
+    (``<arm>_s<seed>``), and the curves' points; labels: arm, kind (configured / curve)."""
+    out = []
+    for arm, experiment in p.arms.items():
+        out.append(Point(arm, experiment, {}, None, labels=dict(arm=arm, kind="configured")))
+        if arm in p.seeded_arms:
+            out += [Point(f"{arm}_s{int(s)}", experiment, {}, int(s),
+                          labels=dict(arm=arm, kind="configured")) for s in p.seeds]
+        for key, values in p.curves.get(arm, {}).items():
+            out += [Point(curve_name(arm, key, v), experiment, {key: v}, None, labels=dict(arm=arm, kind="curve"))
+                    for v in values]
+    return out
