@@ -53,8 +53,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn as nn
 
-from repro.papers.superneurons.liveness import (UnitProfile, is_stochastic, largest_need, largest_working_set,
-                                                mutates_input, saved_bytes_between)
+from repro.papers.superneurons.liveness import (LOSSES, UnitProfile, is_stochastic, largest_need,
+                                                largest_working_set, mutates_input, saved_bytes_between)
 
 RECOMPUTE_MODES = ("off", "auto", "all")
 STRATEGIES = ("auto", "speed", "memory")
@@ -74,12 +74,17 @@ class RuntimeConfig:
     max_inflight_bytes: float = 512 * 2**20  # GPU memory held by offloads still copying
     workspace_bytes: float = 0.0  # convolution workspace counted next to the working set (0: not modelled)
     over_budget: str = "error"  # a plan estimated over memory_budget_bytes: "error" (BudgetUnreachable) | "warn"
+    # the loss the step applies to the model's output, whose working set (logits, log-softmax output,
+    # their gradients) the plan counts next to what forward keeps: "cross_entropy" | "none"
+    loss: str = "cross_entropy"
 
     def __post_init__(self):
         if self.recompute not in RECOMPUTE_MODES:
             raise ValueError(f"recompute must be one of {RECOMPUTE_MODES}, got {self.recompute!r}")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
+        if self.loss not in LOSSES:
+            raise ValueError(f"loss must be one of {LOSSES}, got {self.loss!r}")
         if self.over_budget not in OVER_BUDGET:
             raise ValueError(f"over_budget must be one of {OVER_BUDGET}, got {self.over_budget!r}")
         if self.prefetch_lookahead < 0:
@@ -327,7 +332,9 @@ def estimate(segments: list[Segment], profiles: list[UnitProfile], pool_budget: 
     it (on the GPU it is in the units' transients). The peak is a segment's backward: the kept saved
     tensors, the resident checkpoints and the copies in flight (forward's, counted throughout), the
     segment's need (its recomputation included, which holds more than its first forward did) and
-    the checkpoints being prefetched meanwhile. Prefetches: with ``ceiling`` None, room for the
+    the checkpoints being prefetched meanwhile; or the loss (the last profile's ``loss_bytes``: logits,
+    log-softmax output and their gradients) next to all that forward keeps, when it needs more
+    (``working`` is the larger; ``loss`` says what the loss needs). Prefetches: with ``ceiling`` None, room for the
     ``lookahead`` largest checkpoints next to the largest need (a reservation, for budgeting); else
     as the runtime issues them (prefetch_schedule) within the rooms that ``ceiling`` (the plan's
     limit; never below its peak without prefetches) leaves each segment.
@@ -354,7 +361,7 @@ def estimate(segments: list[Segment], profiles: list[UnitProfile], pool_budget: 
     inflight = inflight if offloading else 0.0
     est = dict(kept_saved=kept, checkpoints=sum(checkpoints), resident_checkpoints=resident_ckpt,
                prefetched=saved_prefetch, inflight=inflight, working=max(needs + [largest_need(profiles)]),
-               workspace=_unmeasured_workspace(profiles, workspace))
+               workspace=_unmeasured_workspace(profiles, workspace), loss=profiles[-1].loss_bytes)
     if lookahead and resident_ckpt < sum(checkpoints):
         if ceiling is None:
             est["prefetched"] = sum(sorted(checkpoints)[-lookahead:])
@@ -495,7 +502,7 @@ def _over_budget(est: dict, budget: float, cfg: RuntimeConfig) -> None:
     message = (f"memory budget unreachable: the best plan (recompute={cfg.recompute!r}, pool={cfg.pool}) is "
                f"estimated at {_bytes(est['peak_dynamic'])} of dynamic memory ({parts}), over the budget of "
                f"{_bytes(budget)} (memory_budget_bytes={budget:.0f}); 'working' is the largest segment's or "
-               f"unit's backward need, which no plan goes below. Raise the budget, {hint}or set "
+               f"unit's backward need or the loss's ({_bytes(est['loss'])}), which no plan goes below. Raise the budget, {hint}or set "
                "over_budget='warn' to run this plan anyway")
     if cfg.over_budget == "warn":
         message = message[:message.index(" Raise the budget")] + " Running it anyway (over_budget='warn')."

@@ -169,7 +169,7 @@ class SuperNeuronsModel(nn.Module):
         """Profile on ``x``'s shape and make the plan (done by the first training forward)."""
         if not isinstance(self.model, nn.Sequential):  # traced at this input's device and training mode
             self.units = find_units(self.model, x)
-        profiles = profile_units(self.units, x)
+        profiles = profile_units(self.units, x, self.config.loss)
         self.plan = make_plan(self.units, profiles, self.config, copies=x.is_cuda)
         self.pool = TensorPool(x.device, self.plan.pool_budget_bytes, self.config.max_inflight_bytes)
         self._anchor = torch.empty(0, device=x.device, requires_grad=True)
