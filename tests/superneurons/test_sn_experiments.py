@@ -115,6 +115,29 @@ def test_depth_and_throughput_smoke(tmp_path):
     throughput_figure(out)
 
 
+def test_peak_memory_reports_both_denominators(tmp_path, monkeypatch):
+    """sn.peak with and without the workspace in the denominator (issue 45): the allocator's dynamic peak
+    over the largest layer's working set (tensors only) and over its largest need (working set plus the
+    measured backward transients, which hold cuDNN's workspace). Fake probes stand in for the GPU's."""
+    measured = {  # network -> config -> dynamic bytes; largest working set 100 (a) / 200 (b), need 150 / 220
+        "a": {"plain": 400, "all": 160}, "b": {"plain": 900, "all": 250}}
+    ws, need = {"a": 100, "b": 200}, {"a": 150, "b": 220}
+
+    def fake_probe(self, spec, ctx, cache=None):
+        net = "a" if spec.model_kw.get("width") == 4 else "b"
+        return {"fits": True, "reason": "ok", "dynamic_bytes": measured[net][spec.arm], "est_dynamic_bytes": 1,
+                "largest_working_set": ws[net], "largest_working_set_ws": need[net]}
+
+    monkeypatch.setattr(PeakParams, "probe", fake_probe)
+    nets = [{"name": n, "model": "bottleneck_resnet", "kw": {"blocks": [1, 1, 1, 1], "width": w}, "image_size": 32}
+            for n, w in (("a", 4), ("b", 8))]
+    p = PeakParams(**{**TINY_BENCH, "image_size": None}, configs=["plain", "all"], networks=nets)
+    m = peak_memory(p, Context(out_dir=tmp_path, device="cuda")).metrics
+    assert m["peak_dynamic_over_largest_layer"] == pytest.approx(max(160 / 100, 250 / 200))  # largest over networks
+    assert m["peak_dynamic_over_largest_layer_ws"] == pytest.approx(max(160 / 150, 250 / 220))
+    assert m["ratio_all_a"] == pytest.approx(1.6) and m["ratio_all_a_ws"] == pytest.approx(160 / 150)
+
+
 def test_throughput_rounds_alternate_order_and_take_medians(tmp_path, monkeypatch):
     """rounds=3: every arm measured three times, the second round in reverse order; the metrics
     take each arm's median and round_spread_max the largest max/min - 1 of one arm's rounds."""

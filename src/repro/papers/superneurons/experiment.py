@@ -6,7 +6,11 @@ peak_memory  peak memory per network (AlexNet, VGG-16, ResNet-50/101/152) for pl
              largest single-layer working set (liveness.py). Metric peak_dynamic_over_largest_layer:
              the largest ratio over the networks of the full runtime, all+wscap (all four
              mechanisms; "all" when all+wscap is not among the configs) (-> sn.peak); the "all"
-             ratio stays in peak_dynamic_over_largest_layer_all. The workspace cap (probe.py,
+             ratio stays in peak_dynamic_over_largest_layer_all. The same ratios with the workspace
+             in the denominator too (issue 45): ..._ws keys over the largest layer *need*, its working
+             set plus its measured backward transients (cuDNN workspace, a block's inner
+             gradients; liveness.UnitProfile.need; equal to the working set on the CPU, where nothing
+             is measured). The workspace cap (probe.py,
              WSCAP_ENV) is ``workspace_cap_mib`` MiB, or "auto": ``workspace_cap_fraction`` (10%)
              of the network's largest single-layer working set, about what the 1.3x target leaves
              on the ResNets beside the working set and the prefetched checkpoint (their estimate
@@ -191,15 +195,17 @@ def peak_memory(p: PeakParams, ctx: Context) -> Result:
                              peak_bytes=r.get("peak_bytes"), static_bytes=r.get("static_bytes"),
                              dynamic_bytes=r.get("dynamic_bytes"), est_dynamic_bytes=r.get("est_dynamic_bytes"),
                              est_static_bytes=r.get("est_static_bytes"),
-                             largest_working_set=r.get("largest_working_set"), step_s=r.get("step_s"),
+                             largest_working_set=r.get("largest_working_set"),
+                             largest_working_set_ws=r.get("largest_working_set_ws"), step_s=r.get("step_s"),
                              offloaded_bytes_per_step=(r.get("per_step") or {}).get("offloaded_bytes", 0),
                              workspace_cap_mib=spec.workspace_cap_mib, workspace_cap_env=cudnn.get("wscap_env"),
                              cudnn_benchmark=cudnn.get("benchmark"),
                              **{f"mark_{k}": v for k, v in (r.get("memory_marks") or {}).items()}))
     table = pd.DataFrame(rows)
-    table["largest_working_set"] = table.groupby("network").largest_working_set.transform("max")
-    table["dynamic_over_largest_layer"] = table.dynamic_bytes.astype(float) / table.largest_working_set
-    table["est_dynamic_over_largest_layer"] = table.est_dynamic_bytes.astype(float) / table.largest_working_set
+    for ws, suffix in (("largest_working_set", ""), ("largest_working_set_ws", "_ws")):
+        table[ws] = table.groupby("network")[ws].transform("max").astype(float)
+        table[f"dynamic_over_largest_layer{suffix}"] = table.dynamic_bytes.astype(float) / table[ws]
+        table[f"est_dynamic_over_largest_layer{suffix}"] = table.est_dynamic_bytes.astype(float) / table[ws]
     prefix, column = ("", "dynamic_over_largest_layer") if measured else ("est_", "est_dynamic_over_largest_layer")
     dyn = "dynamic_bytes" if measured else "est_dynamic_bytes"
     full = next((c for c in ("all+wscap", "all") if c in p.configs), None)
@@ -208,13 +214,16 @@ def peak_memory(p: PeakParams, ctx: Context) -> Result:
         by = rows_net.set_index("config")
         for config in ("all", "all+wscap"):
             if config in by.index and bool(by.loc[config, "fits"]):
-                metrics[f"{prefix}ratio_{config.replace('+', '_')}_{name}"] = float(by.loc[config, column])
+                for suffix in ("", "_ws"):
+                    metrics[f"{prefix}ratio_{config.replace('+', '_')}_{name}{suffix}"] = \
+                        float(by.loc[config, column + suffix])
         if full and {full, "plain"} <= set(by.index) and by.loc[full, "fits"] and by.loc["plain", "fits"]:
             metrics[f"{prefix}dynamic_reduction_{name}"] = float(by.loc["plain", dyn]) / float(by.loc[full, dyn])
     for config, key in ((full, "peak_dynamic_over_largest_layer"), ("all", "peak_dynamic_over_largest_layer_all")):
         done = table[(table.config == config) & table.fits]
         if config and len(done) == len(p.networks):  # the claim is over every network, so it needs every one
             metrics[f"{prefix}{key}"] = float(done[column].max())
+            metrics[f"{prefix}{key}_ws"] = float(done[column + "_ws"].max())
     tags = {"memory_source": "cuda allocator" if measured else "liveness estimate (CPU)",
             "cudnn": f"cudnn.benchmark {'on' if table.cudnn_benchmark.any() else 'off'}"}
     if table.workspace_cap_mib.notna().any():

@@ -221,6 +221,7 @@ def run_probe(spec: ProbeSpec) -> dict:
         out.update(params_bytes=params, momentum_on_host=host_momentum)
         if profiles is not None:
             out.update(largest_working_set=largest_working_set(profiles).working_set,
+                       largest_working_set_ws=max(p.need for p in profiles),
                        est_dynamic_bytes=arm.estimated_dynamic(profiles, x), est_static_bytes=arm.estimated_static())
             host_need, host_avail = arm.estimated_host(profiles), available_host_bytes()
             out.update(est_host_bytes=host_need)
