@@ -15,7 +15,7 @@ from torch.utils._pytree import tree_flatten
 from repro.models import build_model
 from repro.papers.superneurons.liveness import (_signature, frozen_batchnorm_stats, loss_need, loss_value,
                                                 mutates_input, tensor_bytes)
-from repro.papers.superneurons.plan import RuntimeConfig, make_plan
+from repro.papers.superneurons.plan import RuntimeConfig
 from repro.papers.superneurons.runtime import SuperNeuronsModel
 from repro.papers.superneurons.sgd_in_backward import SGDInBackward
 from repro.papers.superneurons.tensor_pool import TensorPool
@@ -186,7 +186,7 @@ def replay_step(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: R
     wrapped = SuperNeuronsModel(model, cfg)
     plan = wrapped.prepare(x)
     measure_transients(wrapped.units, x, plan.profiles, cfg.loss)
-    wrapped.plan = make_plan(wrapped.units, plan.profiles, cfg, copies=True)
+    wrapped.replan(plan.profiles, copies=True)
     wrapped.pool = ReplayPool(x.device, wrapped.plan.pool_budget_bytes, cfg.max_inflight_bytes)
     sgd = SGDInBackward(model, lr=0.01, momentum=0.9, weight_decay=1e-4)
     try:
