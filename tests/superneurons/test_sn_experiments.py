@@ -255,3 +255,16 @@ def test_throughput_networks_bad_arms(tmp_path, bad, match):
     kw = dict(arms=["plain", "ours"], networks=NETS[:1]) | bad
     with pytest.raises(ValueError, match=match):
         throughput(ThroughputParams(**TINY_BENCH, **kw), Context(out_dir=tmp_path))
+
+
+def test_peak_memory_runs_the_layer_plan_by_name(tmp_path):
+    """configs may name "layers" (issue 45's layer-granular plan: cheap layers recomputed, the rest
+    offloaded); on the CPU its row holds the plan's estimate, under plain's."""
+    p = PeakParams(**{**TINY_BENCH, "image_size": None}, configs=["plain", "all", "layers"],
+                   networks=[{"name": "t", "model": "bottleneck_resnet", "kw": {"blocks": [1, 1, 1, 1], "width": 4},
+                              "image_size": 32}])
+    table = peak_memory(p, Context(out_dir=tmp_path)).tables["peak_memory"].set_index("config")
+    assert table.fits.all()
+    assert 0 < table.loc["layers", "est_dynamic_bytes"] < table.loc["plain", "est_dynamic_bytes"]
+    with pytest.raises(ValueError, match="unknown"):
+        peak_memory(PeakParams(**{**TINY_BENCH, "image_size": None}, configs=["layer"]), Context(out_dir=tmp_path))

@@ -51,6 +51,9 @@ ARMS = BASELINE_ARMS + ("ours",)
 AMB_PREFIX = "amb_"  # amb_<v>: torch.compile under activation_memory_budget v
 TODAY_ARMS = ("sac", "amb_0.5")  # today's alternatives (issue 26), with amb's usual budget
 PEAK_CONFIGS = ("plain", "liveness", "pool", "recompute", "all", "all+wscap")
+# issue 45: the layer-granular plan (layer_plan.py) with every cheap layer recomputed and everything
+# else offloaded; a peak-memory configuration by name only (not among the defaults) until a GPU has run it
+LAYER_CONFIGS = ("layers",)
 WSCAP_CONFIGS = ("all+wscap",)  # configurations whose probe caps the convolution workspace
 PINNED_ROUNDING = 1.33
 
@@ -71,7 +74,9 @@ def runtime_config(name: str, memory_budget_bytes: float | None, pool_budget_byt
         return RuntimeConfig(recompute="all", pool=False, workspace_bytes=workspace_bytes)
     if name in ("all", "all+wscap"):
         return RuntimeConfig(recompute="all", pool_budget_bytes=pool_budget_bytes, **pool)
-    raise ValueError(f"unknown arm {name!r}; known: {', '.join(ARMS + PEAK_CONFIGS)}")
+    if name in LAYER_CONFIGS:
+        return RuntimeConfig(granularity="layer", layer_actions="both", **pool)
+    raise ValueError(f"unknown arm {name!r}; known: {', '.join(ARMS + PEAK_CONFIGS + LAYER_CONFIGS)}")
 
 
 def amb_budget(name: str) -> float | None:

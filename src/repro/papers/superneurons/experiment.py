@@ -67,7 +67,8 @@ from repro import records
 from repro.experiment import Context, Result, experiment
 from repro.models import build_model
 from repro.search import largest_fit
-from repro.papers.superneurons.arms import ARMS, PEAK_CONFIGS, WSCAP_CONFIGS, check_arm_names, unsupported
+from repro.papers.superneurons.arms import (ARMS, LAYER_CONFIGS, PEAK_CONFIGS, WSCAP_CONFIGS, check_arm_names,
+                                           unsupported)
 from repro.papers.superneurons.liveness import flatten_units
 from repro.papers.superneurons.probe import (MIB, ProbeCache, ProbeSpec, largest_working_set_estimate, probe_fingerprint,
                                      run_isolated, run_probe)
@@ -174,7 +175,7 @@ def _network(net: dict, batch: bool = False) -> tuple[str, str, dict, int | None
 
 @experiment(params=PeakParams)
 def peak_memory(p: PeakParams, ctx: Context) -> Result:
-    _check_arms(p.configs, PEAK_CONFIGS, "configs")
+    _check_arms(p.configs, PEAK_CONFIGS + LAYER_CONFIGS, "configs")
     measured = ctx.device == "cuda"
     rows, cache = [], probe_cache(ctx)
     for net in p.networks:
