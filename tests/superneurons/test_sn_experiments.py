@@ -268,3 +268,14 @@ def test_peak_memory_runs_the_layer_plan_by_name(tmp_path):
     assert 0 < table.loc["layers", "est_dynamic_bytes"] < table.loc["plain", "est_dynamic_bytes"]
     with pytest.raises(ValueError, match="unknown"):
         peak_memory(PeakParams(**{**TINY_BENCH, "image_size": None}, configs=["layer"]), Context(out_dir=tmp_path))
+
+
+def test_the_layer_plan_arm_runs_beside_ours(tmp_path):
+    """ours_layer (issue 45): ours with the layer-granular plan, an arm the experiments take by name; on
+    the CPU its throughput row is the code path, its plan says what the layer plan decided."""
+    p = ThroughputParams(**TINY_BENCH, arms=["plain", "ours", "ours_layer"], networks=NETS[:1], warmup=1)
+    run = throughput(p, Context(out_dir=tmp_path))
+    assert {f"images_per_s_a_{a}" for a in p.arms} <= set(run.metrics)
+    r = run_probe(ProbeSpec(arm="ours_layer", batch_size=2, image_size=16, num_classes=10, steps=1, warmup=1,
+                            model="bottleneck_resnet", model_kw={"blocks": [1, 1, 1, 1], "width": 4}))
+    assert r["fits"] and "layer_groups" in r["plan"] and r["plan"]["segments"] == 0

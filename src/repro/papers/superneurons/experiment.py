@@ -67,8 +67,8 @@ from repro import records
 from repro.experiment import Context, Result, experiment
 from repro.models import build_model
 from repro.search import largest_fit
-from repro.papers.superneurons.arms import (ARMS, LAYER_CONFIGS, PEAK_CONFIGS, WSCAP_CONFIGS, check_arm_names,
-                                           unsupported)
+from repro.papers.superneurons.arms import (ARMS, LAYER_ARMS, LAYER_CONFIGS, PEAK_CONFIGS, WSCAP_CONFIGS,
+                                           check_arm_names, unsupported)
 from repro.papers.superneurons.liveness import flatten_units
 from repro.papers.superneurons.probe import (MIB, ProbeCache, ProbeSpec, largest_working_set_estimate, probe_fingerprint,
                                      run_isolated, run_probe)
@@ -371,7 +371,7 @@ def depth(p: DepthParams, ctx: Context) -> Result:
     depth_ratio_vs_<arm>(_<name>) = ours / another arm (the checkpoint one feeds throughput), each
     with a _low version over the arm's smallest failing depth (a time-capped baseline's true maximum
     lies below it); max_conv_layers_ours for the ResNet."""
-    _check_arms(p.arms, ARMS, "arms")
+    _check_arms(p.arms, ARMS + LAYER_ARMS, "arms")
     searches = p.searches()
     measured = ctx.device == "cuda"
     prefix = "" if measured else "est_"
@@ -495,7 +495,7 @@ def check_arms_apply(arms: list[str], networks: list[dict], num_classes: int | N
 
 @experiment(params=MaxBatchParams)
 def max_batch(p: MaxBatchParams, ctx: Context) -> Result:
-    _check_arms(p.arms, ARMS, "arms")
+    _check_arms(p.arms, ARMS + LAYER_ARMS, "arms")
     networks = [_network(net) for net in p.networks]
     check_arms_apply(p.arms, p.networks, p.num_classes)
     p.check([name for name, *_ in networks])
@@ -654,7 +654,7 @@ def throughput_networks(p: ThroughputParams, ctx: Context) -> Result:
 
 @experiment(params=ThroughputParams)
 def throughput(p: ThroughputParams, ctx: Context) -> Result:
-    _check_arms(p.arms, ARMS, "arms")
+    _check_arms(p.arms, ARMS + LAYER_ARMS, "arms")
     if p.rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {p.rounds}")
     if p.networks:
@@ -672,7 +672,8 @@ def throughput(p: ThroughputParams, ctx: Context) -> Result:
             raise ValueError(f"inputs.depth ({ctx.inputs['depth']}) has no positive max_blocks_checkpoint metric")
         deep = int(depth_metrics[key])
     runs = [(arm, p.equal_depth_blocks) for arm in p.arms]
-    runs += [(arm, deep) for arm in ("checkpoint", "ours") if arm in p.arms and deep != p.equal_depth_blocks]
+    runs += [(arm, deep) for arm in ("checkpoint", "ours", *LAYER_ARMS)
+             if arm in p.arms and deep != p.equal_depth_blocks]
     schedule = [(rnd, run) for rnd in range(p.rounds) for run in (runs[::-1] if rnd % 2 else runs)]
     rows = []
     for rnd, (arm, blocks) in schedule:
@@ -692,7 +693,9 @@ def throughput(p: ThroughputParams, ctx: Context) -> Result:
     for key, num, den in (("speed_vs_plain", ours_eq, ips("plain", p.equal_depth_blocks)),
                           ("speed_vs_checkpoint_equal_depth", ours_eq, ips("checkpoint", p.equal_depth_blocks)),
                           ("speed_vs_save_on_cpu", ours_eq, ips("save_on_cpu", p.equal_depth_blocks)),
-                          ("speed_vs_checkpoint", ours_deep, ips("checkpoint", deep))):
+                          ("speed_vs_checkpoint", ours_deep, ips("checkpoint", deep)),
+                          # issue 45: the layer plan's arm at checkpointing's maximum depth, where it is an arm
+                          ("speed_vs_checkpoint_ours_layer", ips("ours_layer", deep), ips("checkpoint", deep))):
         if num is not None and den:
             metrics[key] = num / den
     fitted = table[table.fits]

@@ -95,7 +95,8 @@ class _Allocations(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        inputs = {t.untyped_storage().data_ptr() for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)}
+        inputs = {t.untyped_storage().data_ptr() for t in tree_flatten((args, kwargs))[0]
+                  if isinstance(t, torch.Tensor)}
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor) and t.untyped_storage().nbytes():
                 key = t.untyped_storage().data_ptr()
@@ -282,7 +283,8 @@ class _Saved:
     __slots__ = ("tensor", "handle", "recipe", "unit", "layer", "position", "view")
 
     def __init__(self, tensor, unit, layer):
-        self.tensor, self.handle, self.recipe, self.unit, self.layer, self.position = tensor, None, None, unit, layer, -1
+        self.tensor, self.handle, self.recipe = tensor, None, None
+        self.unit, self.layer, self.position = unit, layer, -1
         self.view = None  # (shape, stride, offset) where the saved tensor is a view of what the recipe gives
 
 

@@ -518,8 +518,8 @@ def _over_budget(est: dict, budget: float, cfg: RuntimeConfig) -> None:
     message = (f"memory budget unreachable: the best plan (recompute={cfg.recompute!r}, pool={cfg.pool}) is "
                f"estimated at {_bytes(est['peak_dynamic'])} of dynamic memory ({parts}), over the budget of "
                f"{_bytes(budget)} (memory_budget_bytes={budget:.0f}); 'working' is the largest segment's or "
-               f"unit's backward need or the loss's ({_bytes(est['loss'])}), which no plan goes below. Raise the budget, {hint}or set "
-               "over_budget='warn' to run this plan anyway")
+               f"unit's backward need or the loss's ({_bytes(est['loss'])}), which no plan goes below. "
+               f"Raise the budget, {hint}or set over_budget='warn' to run this plan anyway")
     if cfg.over_budget == "warn":
         message = message[:message.index(" Raise the budget")] + " Running it anyway (over_budget='warn')."
         warnings.warn(message, BudgetWarning, stacklevel=4)

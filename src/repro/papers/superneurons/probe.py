@@ -51,7 +51,7 @@ import torch
 
 from repro.data.synthetic import synthetic_batch
 from repro.models import build_model, get_entry
-from repro.papers.superneurons.arms import ARMS, LAYER_CONFIGS, PEAK_CONFIGS, Arm, Optim, check_arm_names
+from repro.papers.superneurons.arms import ARMS, LAYER_ARMS, LAYER_CONFIGS, PEAK_CONFIGS, Arm, Optim, check_arm_names
 from repro.papers.superneurons.liveness import flatten_units, largest_working_set, param_bytes, profile_units
 
 RESULT_PREFIX = "PROBE_RESULT "
@@ -107,7 +107,7 @@ class ProbeSpec:
     seed: int = 0
 
     def __post_init__(self):
-        check_arm_names([self.arm], tuple(dict.fromkeys(ARMS + PEAK_CONFIGS + LAYER_CONFIGS)), "probe")
+        check_arm_names([self.arm], tuple(dict.fromkeys(ARMS + LAYER_ARMS + PEAK_CONFIGS + LAYER_CONFIGS)), "probe")
         if self.budget_bytes is not None and self.arm != "ours":
             raise ValueError(f"budget_bytes is ours' memory budget; arm {self.arm!r} has none")
         if self.momentum_on_host not in ("auto", "yes", "no"):
