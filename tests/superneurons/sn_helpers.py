@@ -13,8 +13,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from repro.models import build_model
-from repro.papers.superneurons.liveness import _signature, frozen_batchnorm_stats, mutates_input
-from repro.papers.superneurons.plan import RuntimeConfig, make_plan
+from repro.papers.superneurons.liveness import (_signature, frozen_batchnorm_stats, loss_need, loss_value,
+                                                mutates_input, tensor_bytes)
+from repro.papers.superneurons.plan import RuntimeConfig
 from repro.papers.superneurons.runtime import SuperNeuronsModel
 from repro.papers.superneurons.sgd_in_backward import SGDInBackward
 from repro.papers.superneurons.tensor_pool import TensorPool
@@ -112,10 +113,24 @@ class StorageTracker(TorchDispatchMode):
         return out
 
 
-def measure_transients(units, x: torch.Tensor, profiles) -> None:
-    """Fill the profiles' ``transient_bytes`` and ``forward_bytes`` as liveness.profile_units measures
-    them on the GPU, with the tracker for the allocator (so that a CPU plan counts what a CPU replay
-    allocates)."""
+def measure_loss(out: torch.Tensor, loss: str) -> int:
+    """The loss's need on output ``out`` as liveness.profile_loss measures it on the GPU, with the
+    tracker for the allocator."""
+    leaf = out.detach().requires_grad_(out.is_floating_point())
+    tracker = StorageTracker()
+    with tracker:
+        with torch.enable_grad():
+            value = loss_value(leaf, loss)
+        forward = tracker.peak
+        grad, = torch.autograd.grad(value, leaf)
+        del grad, value
+    return loss_need(tensor_bytes(out), forward, tracker.peak)
+
+
+def measure_transients(units, x: torch.Tensor, profiles, loss: str = "none") -> None:
+    """Fill the profiles' ``transient_bytes`` and ``forward_bytes`` (and the last one's ``loss_bytes``)
+    as liveness.profile_units measures them on the GPU, with the tracker for the allocator (so that a
+    CPU plan counts what a CPU replay allocates)."""
     cache = {}
     a = x.detach()
     with torch.random.fork_rng(), frozen_batchnorm_stats([m for _, m in units]):
@@ -140,6 +155,8 @@ def measure_transients(units, x: torch.Tensor, profiles) -> None:
                     out = m(a.clone() if mutates_input(m) else a)
             p.transient_bytes, p.forward_bytes = cache[key]
             a = out
+    if loss != "none":
+        profiles[-1].loss_bytes = measure_loss(a, loss)
 
 
 class ReplayPool(TensorPool):
@@ -168,8 +185,8 @@ def replay_step(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: R
     loss_fn = loss_fn or F.cross_entropy
     wrapped = SuperNeuronsModel(model, cfg)
     plan = wrapped.prepare(x)
-    measure_transients(wrapped.units, x, plan.profiles)
-    wrapped.plan = make_plan(wrapped.units, plan.profiles, cfg, copies=True)
+    measure_transients(wrapped.units, x, plan.profiles, cfg.loss)
+    wrapped.replan(plan.profiles, copies=True)
     wrapped.pool = ReplayPool(x.device, wrapped.plan.pool_budget_bytes, cfg.max_inflight_bytes)
     sgd = SGDInBackward(model, lr=0.01, momentum=0.9, weight_decay=1e-4)
     try:

@@ -10,6 +10,7 @@ import torch
 import torch.nn as nn
 
 from sn_helpers import tiny
+from repro.models import build_model
 from repro.papers.superneurons.liveness import (flatten_units, largest_working_set, plain_dynamic_estimate,
                                          profile_units)
 from repro.papers.superneurons.tensor_pool import TensorPool
@@ -114,3 +115,19 @@ def test_module_buffers_and_parameters_stay_out_of_the_pool():
     wrapped.pool.put = lambda t: (seen.append(t.untyped_storage().data_ptr()), put(t))[1]
     torch.nn.functional.cross_entropy(wrapped(x), y).backward()
     assert seen and not state.intersection(seen)
+
+
+def test_alexnet_lrn_saves_only_its_input():
+    """AlexNet's LRN (repro.models.lrn, issue 45) keeps only its input, the in-place ReLU's output that
+    the ReLU keeps too: it adds no saved bytes, and its working set is its input and the two gradients
+    (PyTorch's composite LRN kept about four times its input)."""
+    from repro.models.lrn import FusedLocalResponseNorm
+
+    model = build_model("alexnet", num_classes=10)
+    units = flatten_units(model)
+    profiles = profile_units(units, torch.randn(2, 3, 67, 67))
+    lrns = [p for p, (_, m) in zip(profiles, units) if isinstance(m, FusedLocalResponseNorm)]
+    assert len(lrns) == 2
+    for p in lrns:
+        assert p.saved_bytes == p.in_saved_bytes == p.shared_in_bytes == p.in_bytes
+        assert p.working_set == p.saved_bytes + p.out_bytes + p.in_bytes == 3 * p.in_bytes

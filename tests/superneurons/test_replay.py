@@ -13,12 +13,15 @@ import pytest
 import torch
 
 from any_models import ANY, any_model, loss_fn
-from sn_helpers import replay_step, tiny
+from sn_helpers import measure_loss, replay_step, tiny
 from repro.models import build_model
+from repro.models.transformer import GPTDecoder
+from repro.papers.superneurons.liveness import largest_need, modelled_loss_need
 from repro.papers.superneurons.plan import BudgetWarning, RuntimeConfig, prefetch_schedule
+from repro.papers.superneurons.runtime import SuperNeuronsModel
 from repro.papers.superneurons.tensor_pool import TensorPool
 
-SLACK = 1024  # bytes the estimate leaves out: the loss, the scalar roots of backward calls
+SLACK = 1024  # bytes the estimate leaves out: the scalar roots of backward calls, the loss's scalars
 
 OFFLOAD = dict(pool=True, pool_budget_bytes=0, max_inflight_bytes=0)
 CONFIGS = {
@@ -153,3 +156,59 @@ def test_pool_prefetch_within_a_limit():
     assert pool.prefetch(handles[2], limit=0)  # already on its way: nothing to decline
     pool.get(handles[2])
     assert pool.prefetch(handles[1], limit=400) and pool.prefetching_bytes == 400
+
+
+# ---- the loss in the plan (issue 45, item 2) ---------------------------------------------------------
+def _big_vocab_gpt(batch=4):
+    """A decoder whose 4,096-way logits outweigh everything else it allocates (as GPT-2's 50,257-way
+    logits do at 1,024 tokens): the loss's working set decides the step's peak."""
+    torch.manual_seed(0)
+    model = GPTDecoder(vocab=4096, context=8, width=16, depth=2, heads=2, dropout=0.1)
+    gen = torch.Generator().manual_seed(1)
+    x, y = (torch.randint(0, 4096, (batch, 8), generator=gen) for _ in "xy")
+    return model, x, y
+
+
+LOSS_PLANS = {k: EVERY_PLAN[k] for k in ("liveness", "pool_all", "all", "memory")}
+
+
+@pytest.mark.parametrize("config", list(LOSS_PLANS))
+def test_the_loss_is_in_the_estimate(config):
+    """With the loss counted the estimate bounds the replayed peak of a large-vocabulary decoder; with
+    loss="none" (the plan before issue 45) the replay goes over that estimate by about the logits'
+    log-softmax and gradients."""
+    model, x, y = _big_vocab_gpt()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    peak, plan, _ = replay_step(model, x, y, RuntimeConfig(**LOSS_PLANS[config]), loss_fn)
+    logits = 4 * 8 * 4096 * 4
+    assert plan.estimate["loss"] >= 3 * logits  # log-softmax output, nll's gradient, the logits' gradient
+    assert peak <= plan.estimate["peak_dynamic"] + SLACK
+    assert plan.estimate["peak_dynamic"] <= 1.25 * peak
+    model.load_state_dict(state)
+    peak_none, plan_none, _ = replay_step(model, x, y, RuntimeConfig(**LOSS_PLANS[config], loss="none"), loss_fn)
+    assert peak_none == peak
+    assert peak > plan_none.estimate["peak_dynamic"] + SLACK  # without the loss the estimate is under the peak
+
+
+@pytest.mark.parametrize("shape,dtype", [((6, 1000), torch.float32), ((2, 8, 4096), torch.float32),
+                                         ((2, 8, 4096), torch.bfloat16), ((6, 1000), torch.bfloat16)])
+def test_modelled_loss_bounds_the_tracked_loss(shape, dtype):
+    """The CPU model of the loss's need (no allocator to measure it) against the storage tracker, within
+    one fp32 logits' worth (f) above it."""
+    out = torch.randn(*shape).to(dtype)
+    measured = measure_loss(out, "cross_entropy")
+    modelled = modelled_loss_need(out, "cross_entropy")
+    f = 4 * out.numel()
+    assert measured <= modelled <= measured + f
+    assert measured >= 3 * f  # the log-softmax output, nll's gradient, the logits' gradient
+
+
+def test_profile_counts_the_loss_on_the_last_unit():
+    model, x, _ = _big_vocab_gpt()
+    wrapped = SuperNeuronsModel(model, RuntimeConfig(recompute="off", pool=False))
+    profiles = wrapped.prepare(x).profiles
+    assert profiles[-1].loss_bytes == modelled_loss_need(torch.zeros(4, 8, 4096), "cross_entropy")
+    assert all(p.loss_bytes == 0 for p in profiles[:-1])
+    assert largest_need(profiles) == profiles[-1].loss_bytes  # the logits dominate this decoder
+    with pytest.raises(ValueError, match="loss"):
+        RuntimeConfig(loss="mse")

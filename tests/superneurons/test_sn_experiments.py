@@ -115,6 +115,29 @@ def test_depth_and_throughput_smoke(tmp_path):
     throughput_figure(out)
 
 
+def test_peak_memory_reports_both_denominators(tmp_path, monkeypatch):
+    """sn.peak with and without the workspace in the denominator (issue 45): the allocator's dynamic peak
+    over the largest layer's working set (tensors only) and over its largest need (working set plus the
+    measured backward transients, which hold cuDNN's workspace). Fake probes stand in for the GPU's."""
+    measured = {  # network -> config -> dynamic bytes; largest working set 100 (a) / 200 (b), need 150 / 220
+        "a": {"plain": 400, "all": 160}, "b": {"plain": 900, "all": 250}}
+    ws, need = {"a": 100, "b": 200}, {"a": 150, "b": 220}
+
+    def fake_probe(self, spec, ctx, cache=None):
+        net = "a" if spec.model_kw.get("width") == 4 else "b"
+        return {"fits": True, "reason": "ok", "dynamic_bytes": measured[net][spec.arm], "est_dynamic_bytes": 1,
+                "largest_working_set": ws[net], "largest_working_set_ws": need[net]}
+
+    monkeypatch.setattr(PeakParams, "probe", fake_probe)
+    nets = [{"name": n, "model": "bottleneck_resnet", "kw": {"blocks": [1, 1, 1, 1], "width": w}, "image_size": 32}
+            for n, w in (("a", 4), ("b", 8))]
+    p = PeakParams(**{**TINY_BENCH, "image_size": None}, configs=["plain", "all"], networks=nets)
+    m = peak_memory(p, Context(out_dir=tmp_path, device="cuda")).metrics
+    assert m["peak_dynamic_over_largest_layer"] == pytest.approx(max(160 / 100, 250 / 200))  # largest over networks
+    assert m["peak_dynamic_over_largest_layer_ws"] == pytest.approx(max(160 / 150, 250 / 220))
+    assert m["ratio_all_a"] == pytest.approx(1.6) and m["ratio_all_a_ws"] == pytest.approx(160 / 150)
+
+
 def test_throughput_rounds_alternate_order_and_take_medians(tmp_path, monkeypatch):
     """rounds=3: every arm measured three times, the second round in reverse order; the metrics
     take each arm's median and round_spread_max the largest max/min - 1 of one arm's rounds."""
@@ -232,3 +255,27 @@ def test_throughput_networks_bad_arms(tmp_path, bad, match):
     kw = dict(arms=["plain", "ours"], networks=NETS[:1]) | bad
     with pytest.raises(ValueError, match=match):
         throughput(ThroughputParams(**TINY_BENCH, **kw), Context(out_dir=tmp_path))
+
+
+def test_peak_memory_runs_the_layer_plan_by_name(tmp_path):
+    """configs may name "layers" (issue 45's layer-granular plan: cheap layers recomputed, the rest
+    offloaded); on the CPU its row holds the plan's estimate, under plain's."""
+    p = PeakParams(**{**TINY_BENCH, "image_size": None}, configs=["plain", "all", "layers"],
+                   networks=[{"name": "t", "model": "bottleneck_resnet", "kw": {"blocks": [1, 1, 1, 1], "width": 4},
+                              "image_size": 32}])
+    table = peak_memory(p, Context(out_dir=tmp_path)).tables["peak_memory"].set_index("config")
+    assert table.fits.all()
+    assert 0 < table.loc["layers", "est_dynamic_bytes"] < table.loc["plain", "est_dynamic_bytes"]
+    with pytest.raises(ValueError, match="unknown"):
+        peak_memory(PeakParams(**{**TINY_BENCH, "image_size": None}, configs=["layer"]), Context(out_dir=tmp_path))
+
+
+def test_the_layer_plan_arm_runs_beside_ours(tmp_path):
+    """ours_layer (issue 45): ours with the layer-granular plan, an arm the experiments take by name; on
+    the CPU its throughput row is the code path, its plan says what the layer plan decided."""
+    p = ThroughputParams(**TINY_BENCH, arms=["plain", "ours", "ours_layer"], networks=NETS[:1], warmup=1)
+    run = throughput(p, Context(out_dir=tmp_path))
+    assert {f"images_per_s_a_{a}" for a in p.arms} <= set(run.metrics)
+    r = run_probe(ProbeSpec(arm="ours_layer", batch_size=2, image_size=16, num_classes=10, steps=1, warmup=1,
+                            model="bottleneck_resnet", model_kw={"blocks": [1, 1, 1, 1], "width": 4}))
+    assert r["fits"] and "layer_groups" in r["plan"] and r["plan"]["segments"] == 0

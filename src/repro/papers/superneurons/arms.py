@@ -51,6 +51,12 @@ ARMS = BASELINE_ARMS + ("ours",)
 AMB_PREFIX = "amb_"  # amb_<v>: torch.compile under activation_memory_budget v
 TODAY_ARMS = ("sac", "amb_0.5")  # today's alternatives (issue 26), with amb's usual budget
 PEAK_CONFIGS = ("plain", "liveness", "pool", "recompute", "all", "all+wscap")
+# issue 45: the layer-granular plan (layer_plan.py) with every cheap layer recomputed and everything
+# else offloaded; a peak-memory configuration by name only (not among the defaults) until a GPU has run it
+LAYER_CONFIGS = ("layers",)
+# issue 45: ours with the layer-granular plan (cost-aware under the arm's memory budget), beside "ours"
+# (the unit plan) in the depth / throughput / max_batch experiments when their arms name it
+LAYER_ARMS = ("ours_layer",)
 WSCAP_CONFIGS = ("all+wscap",)  # configurations whose probe caps the convolution workspace
 PINNED_ROUNDING = 1.33
 
@@ -71,7 +77,12 @@ def runtime_config(name: str, memory_budget_bytes: float | None, pool_budget_byt
         return RuntimeConfig(recompute="all", pool=False, workspace_bytes=workspace_bytes)
     if name in ("all", "all+wscap"):
         return RuntimeConfig(recompute="all", pool_budget_bytes=pool_budget_bytes, **pool)
-    raise ValueError(f"unknown arm {name!r}; known: {', '.join(ARMS + PEAK_CONFIGS)}")
+    if name in LAYER_ARMS:  # as "ours", with the layer plan
+        return RuntimeConfig(granularity="layer", recompute="auto", memory_budget_bytes=memory_budget_bytes,
+                             over_budget="warn", **pool)
+    if name in LAYER_CONFIGS:
+        return RuntimeConfig(granularity="layer", layer_actions="both", **pool)
+    raise ValueError(f"unknown arm {name!r}; known: {', '.join(ARMS + LAYER_ARMS + PEAK_CONFIGS + LAYER_CONFIGS)}")
 
 
 def amb_budget(name: str) -> float | None:

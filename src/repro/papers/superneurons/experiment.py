@@ -6,7 +6,11 @@ peak_memory  peak memory per network (AlexNet, VGG-16, ResNet-50/101/152) for pl
              largest single-layer working set (liveness.py). Metric peak_dynamic_over_largest_layer:
              the largest ratio over the networks of the full runtime, all+wscap (all four
              mechanisms; "all" when all+wscap is not among the configs) (-> sn.peak); the "all"
-             ratio stays in peak_dynamic_over_largest_layer_all. The workspace cap (probe.py,
+             ratio stays in peak_dynamic_over_largest_layer_all. The same ratios with the workspace
+             in the denominator too (issue 45): ..._ws keys over the largest layer *need*, its working
+             set plus its measured backward transients (cuDNN workspace, a block's inner
+             gradients; liveness.UnitProfile.need; equal to the working set on the CPU, where nothing
+             is measured). The workspace cap (probe.py,
              WSCAP_ENV) is ``workspace_cap_mib`` MiB, or "auto": ``workspace_cap_fraction`` (10%)
              of the network's largest single-layer working set, about what the 1.3x target leaves
              on the ResNets beside the working set and the prefetched checkpoint (their estimate
@@ -63,7 +67,8 @@ from repro import records
 from repro.experiment import Context, Result, experiment
 from repro.models import build_model
 from repro.search import largest_fit
-from repro.papers.superneurons.arms import ARMS, PEAK_CONFIGS, WSCAP_CONFIGS, check_arm_names, unsupported
+from repro.papers.superneurons.arms import (ARMS, LAYER_ARMS, LAYER_CONFIGS, PEAK_CONFIGS, WSCAP_CONFIGS,
+                                           check_arm_names, unsupported)
 from repro.papers.superneurons.liveness import flatten_units
 from repro.papers.superneurons.probe import (MIB, ProbeCache, ProbeSpec, largest_working_set_estimate, probe_fingerprint,
                                      run_isolated, run_probe)
@@ -170,7 +175,7 @@ def _network(net: dict, batch: bool = False) -> tuple[str, str, dict, int | None
 
 @experiment(params=PeakParams)
 def peak_memory(p: PeakParams, ctx: Context) -> Result:
-    _check_arms(p.configs, PEAK_CONFIGS, "configs")
+    _check_arms(p.configs, PEAK_CONFIGS + LAYER_CONFIGS, "configs")
     measured = ctx.device == "cuda"
     rows, cache = [], probe_cache(ctx)
     for net in p.networks:
@@ -191,15 +196,17 @@ def peak_memory(p: PeakParams, ctx: Context) -> Result:
                              peak_bytes=r.get("peak_bytes"), static_bytes=r.get("static_bytes"),
                              dynamic_bytes=r.get("dynamic_bytes"), est_dynamic_bytes=r.get("est_dynamic_bytes"),
                              est_static_bytes=r.get("est_static_bytes"),
-                             largest_working_set=r.get("largest_working_set"), step_s=r.get("step_s"),
+                             largest_working_set=r.get("largest_working_set"),
+                             largest_working_set_ws=r.get("largest_working_set_ws"), step_s=r.get("step_s"),
                              offloaded_bytes_per_step=(r.get("per_step") or {}).get("offloaded_bytes", 0),
                              workspace_cap_mib=spec.workspace_cap_mib, workspace_cap_env=cudnn.get("wscap_env"),
                              cudnn_benchmark=cudnn.get("benchmark"),
                              **{f"mark_{k}": v for k, v in (r.get("memory_marks") or {}).items()}))
     table = pd.DataFrame(rows)
-    table["largest_working_set"] = table.groupby("network").largest_working_set.transform("max")
-    table["dynamic_over_largest_layer"] = table.dynamic_bytes.astype(float) / table.largest_working_set
-    table["est_dynamic_over_largest_layer"] = table.est_dynamic_bytes.astype(float) / table.largest_working_set
+    for ws, suffix in (("largest_working_set", ""), ("largest_working_set_ws", "_ws")):
+        table[ws] = table.groupby("network")[ws].transform("max").astype(float)
+        table[f"dynamic_over_largest_layer{suffix}"] = table.dynamic_bytes.astype(float) / table[ws]
+        table[f"est_dynamic_over_largest_layer{suffix}"] = table.est_dynamic_bytes.astype(float) / table[ws]
     prefix, column = ("", "dynamic_over_largest_layer") if measured else ("est_", "est_dynamic_over_largest_layer")
     dyn = "dynamic_bytes" if measured else "est_dynamic_bytes"
     full = next((c for c in ("all+wscap", "all") if c in p.configs), None)
@@ -208,13 +215,16 @@ def peak_memory(p: PeakParams, ctx: Context) -> Result:
         by = rows_net.set_index("config")
         for config in ("all", "all+wscap"):
             if config in by.index and bool(by.loc[config, "fits"]):
-                metrics[f"{prefix}ratio_{config.replace('+', '_')}_{name}"] = float(by.loc[config, column])
+                for suffix in ("", "_ws"):
+                    metrics[f"{prefix}ratio_{config.replace('+', '_')}_{name}{suffix}"] = \
+                        float(by.loc[config, column + suffix])
         if full and {full, "plain"} <= set(by.index) and by.loc[full, "fits"] and by.loc["plain", "fits"]:
             metrics[f"{prefix}dynamic_reduction_{name}"] = float(by.loc["plain", dyn]) / float(by.loc[full, dyn])
     for config, key in ((full, "peak_dynamic_over_largest_layer"), ("all", "peak_dynamic_over_largest_layer_all")):
         done = table[(table.config == config) & table.fits]
         if config and len(done) == len(p.networks):  # the claim is over every network, so it needs every one
             metrics[f"{prefix}{key}"] = float(done[column].max())
+            metrics[f"{prefix}{key}_ws"] = float(done[column + "_ws"].max())
     tags = {"memory_source": "cuda allocator" if measured else "liveness estimate (CPU)",
             "cudnn": f"cudnn.benchmark {'on' if table.cudnn_benchmark.any() else 'off'}"}
     if table.workspace_cap_mib.notna().any():
@@ -361,7 +371,7 @@ def depth(p: DepthParams, ctx: Context) -> Result:
     depth_ratio_vs_<arm>(_<name>) = ours / another arm (the checkpoint one feeds throughput), each
     with a _low version over the arm's smallest failing depth (a time-capped baseline's true maximum
     lies below it); max_conv_layers_ours for the ResNet."""
-    _check_arms(p.arms, ARMS, "arms")
+    _check_arms(p.arms, ARMS + LAYER_ARMS, "arms")
     searches = p.searches()
     measured = ctx.device == "cuda"
     prefix = "" if measured else "est_"
@@ -485,7 +495,7 @@ def check_arms_apply(arms: list[str], networks: list[dict], num_classes: int | N
 
 @experiment(params=MaxBatchParams)
 def max_batch(p: MaxBatchParams, ctx: Context) -> Result:
-    _check_arms(p.arms, ARMS, "arms")
+    _check_arms(p.arms, ARMS + LAYER_ARMS, "arms")
     networks = [_network(net) for net in p.networks]
     check_arms_apply(p.arms, p.networks, p.num_classes)
     p.check([name for name, *_ in networks])
@@ -644,7 +654,7 @@ def throughput_networks(p: ThroughputParams, ctx: Context) -> Result:
 
 @experiment(params=ThroughputParams)
 def throughput(p: ThroughputParams, ctx: Context) -> Result:
-    _check_arms(p.arms, ARMS, "arms")
+    _check_arms(p.arms, ARMS + LAYER_ARMS, "arms")
     if p.rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {p.rounds}")
     if p.networks:
@@ -662,7 +672,8 @@ def throughput(p: ThroughputParams, ctx: Context) -> Result:
             raise ValueError(f"inputs.depth ({ctx.inputs['depth']}) has no positive max_blocks_checkpoint metric")
         deep = int(depth_metrics[key])
     runs = [(arm, p.equal_depth_blocks) for arm in p.arms]
-    runs += [(arm, deep) for arm in ("checkpoint", "ours") if arm in p.arms and deep != p.equal_depth_blocks]
+    runs += [(arm, deep) for arm in ("checkpoint", "ours", *LAYER_ARMS)
+             if arm in p.arms and deep != p.equal_depth_blocks]
     schedule = [(rnd, run) for rnd in range(p.rounds) for run in (runs[::-1] if rnd % 2 else runs)]
     rows = []
     for rnd, (arm, blocks) in schedule:
@@ -682,7 +693,9 @@ def throughput(p: ThroughputParams, ctx: Context) -> Result:
     for key, num, den in (("speed_vs_plain", ours_eq, ips("plain", p.equal_depth_blocks)),
                           ("speed_vs_checkpoint_equal_depth", ours_eq, ips("checkpoint", p.equal_depth_blocks)),
                           ("speed_vs_save_on_cpu", ours_eq, ips("save_on_cpu", p.equal_depth_blocks)),
-                          ("speed_vs_checkpoint", ours_deep, ips("checkpoint", deep))):
+                          ("speed_vs_checkpoint", ours_deep, ips("checkpoint", deep)),
+                          # issue 45: the layer plan's arm at checkpointing's maximum depth, where it is an arm
+                          ("speed_vs_checkpoint_ours_layer", ips("ours_layer", deep), ips("checkpoint", deep))):
         if num is not None and den:
             metrics[key] = num / den
     fitted = table[table.fits]

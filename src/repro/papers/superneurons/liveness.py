@@ -155,6 +155,9 @@ class UnitProfile:
     # every non-parameter tensor autograd packs, in order: (its bytes, its storage's bytes, the storage's
     # index among the unit's storages); what the tensor pool receives (pool_split)
     packed: tuple = ()
+    # the last unit only: the peak the loss's forward and backward allocate above what forward keeps,
+    # the model's output (the logits) included (profile_loss); 0: no loss counted
+    loss_bytes: int = 0
 
     @property
     def working_set(self) -> int:
@@ -262,8 +265,10 @@ def _check_unit(name: str, module: nn.Module, out, versions: list) -> None:
             "other stateful buffers are not)")
 
 
-def profile_units(units: list[tuple[str, nn.Module]], x: torch.Tensor) -> list[UnitProfile]:
-    """Profile every unit on input ``x`` (the real batch shape); see the module docstring."""
+def profile_units(units: list[tuple[str, nn.Module]], x: torch.Tensor, loss: str = "none") -> list[UnitProfile]:
+    """Profile every unit on input ``x`` (the real batch shape); see the module docstring. ``loss``
+    (LOSSES): the loss the step applies to the model's output, whose working set goes into the last
+    unit's ``loss_bytes`` (profile_loss)."""
     device = x.device
     cache: dict[tuple, tuple] = {}
     mutating: set[tuple] = set()  # signatures of units that write their input in place
@@ -323,7 +328,75 @@ def profile_units(units: list[tuple[str, nn.Module]], x: torch.Tensor) -> list[U
                                         packed=packed))
             carry = max(carry, out_saved) if passes_on else out_saved
             a = out.detach()
+        if profiles and loss != "none":
+            profiles[-1].loss_bytes = profile_loss(a, loss)
     return profiles
+
+
+# ---- the loss ---------------------------------------------------------------------------------
+LOSSES = ("cross_entropy", "none")
+
+
+def loss_value(out: torch.Tensor, loss: str) -> torch.Tensor:
+    """The loss ``loss`` of output ``out`` against class 0 (its memory does not depend on the targets):
+    cross-entropy over the last dimension in fp32, as the experiments' loss (arms.loss_of) computes it
+    for classifier logits (batch, classes) and language-model logits (batch, time, vocab)."""
+    if loss != "cross_entropy":
+        raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
+    logits = out.flatten(0, -2).float() if out.dim() > 2 else out.float()
+    return torch.nn.functional.cross_entropy(logits, torch.zeros(logits.shape[0], dtype=torch.long,
+                                                                  device=out.device))
+
+
+def loss_need(out_bytes: int, forward_peak: int, peak: int) -> int:
+    """The loss's need above what forward keeps, from its forward's allocation peak (``forward_peak``,
+    e.g. the log-softmax output) and its whole forward+backward peak (``peak``; both above what was
+    alive with the output): the output is alive during the loss's forward and, unless its last unit
+    saved it (then forward keeps it anyway), freed before the loss's backward (which holds the saved
+    log-softmax output, its gradient and the logits' gradient)."""
+    return max(out_bytes + forward_peak, peak)
+
+
+def modelled_loss_need(out: torch.Tensor, loss: str) -> int:
+    """What loss ``loss`` allocates on output ``out`` where no allocator measures it (CPU), with
+    cross-entropy's ops in fp32 over f = 4 x numel bytes: forward, the fp32 copy of non-fp32 logits and
+    the log-softmax output (saved); backward, the log-softmax output, nll's gradient, the fp32 logits'
+    gradient and, for non-fp32 logits, its cast back; and 64 bytes of scalars (the loss, its gradient,
+    nll's total weight). tests/superneurons/test_replay.py checks it against a storage tracker."""
+    if loss == "none":
+        return 0
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
+    f = 4 * out.numel()
+    cast = out.dtype != torch.float32
+    forward = (f if cast else 0) + f + 64
+    backward = 3 * f + (tensor_bytes(out) if cast else 0) + 64
+    return loss_need(tensor_bytes(out), forward, backward)
+
+
+def profile_loss(out: torch.Tensor, loss: str) -> int:
+    """The loss's working set on the model's output ``out``: on CUDA measured with the allocator (the
+    loss's forward, then its backward to the output, as the step runs them), else modelled
+    (modelled_loss_need)."""
+    if loss == "none":
+        return 0
+    if out.device.type != "cuda":
+        return modelled_loss_need(out, loss)
+    device = out.device
+    leaf = out.detach().requires_grad_(out.is_floating_point())
+    torch.cuda.synchronize(device)
+    base = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    with torch.enable_grad():
+        value = loss_value(leaf, loss)
+    torch.cuda.synchronize(device)
+    forward = torch.cuda.max_memory_allocated(device) - base
+    if leaf.requires_grad:
+        grad, = torch.autograd.grad(value, leaf)
+        del grad
+    del value
+    torch.cuda.synchronize(device)
+    return loss_need(tensor_bytes(out), forward, torch.cuda.max_memory_allocated(device) - base)
 
 
 def profile_table(profiles: list[UnitProfile]) -> pd.DataFrame:
@@ -336,8 +409,9 @@ def largest_working_set(profiles: list[UnitProfile]) -> UnitProfile:
 
 
 def largest_need(profiles: list[UnitProfile]) -> int:
-    """The largest single-unit backward peak, transients included (what the plan must leave room for)."""
-    return max(p.need for p in profiles)
+    """The largest single-unit backward peak, transients included, or the loss's need if larger (what
+    the plan must leave room for next to what forward keeps)."""
+    return max(max(p.need, p.loss_bytes) for p in profiles)
 
 
 def saved_bytes_between(profiles: list[UnitProfile], start: int = 0, stop: int | None = None) -> int:

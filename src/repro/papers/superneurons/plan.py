@@ -53,12 +53,14 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn as nn
 
-from repro.papers.superneurons.liveness import (UnitProfile, is_stochastic, largest_need, largest_working_set,
-                                                mutates_input, saved_bytes_between)
+from repro.papers.superneurons.liveness import (LOSSES, UnitProfile, is_stochastic, largest_need,
+                                                largest_working_set, mutates_input, saved_bytes_between)
 
 RECOMPUTE_MODES = ("off", "auto", "all")
 STRATEGIES = ("auto", "speed", "memory")
 OVER_BUDGET = ("error", "warn")
+GRANULARITIES = ("unit", "layer")
+LAYER_ACTIONS = ("auto", "recompute", "offload", "both")
 ALLOWANCE_STEP = math.sqrt(2)  # growth of the working-set allowance between merge attempts
 
 
@@ -74,12 +76,29 @@ class RuntimeConfig:
     max_inflight_bytes: float = 512 * 2**20  # GPU memory held by offloads still copying
     workspace_bytes: float = 0.0  # convolution workspace counted next to the working set (0: not modelled)
     over_budget: str = "error"  # a plan estimated over memory_budget_bytes: "error" (BudgetUnreachable) | "warn"
+    # the loss the step applies to the model's output, whose working set (logits, log-softmax output,
+    # their gradients) the plan counts next to what forward keeps: "cross_entropy" | "none"
+    loss: str = "cross_entropy"
+    # "unit": the plan above (keep / recompute / offload whole segments of units); "layer": the
+    # layer-granular plan inside units (layer_plan.py: per layer keep / offload / recompute, cheap
+    # layers recomputed from kept or offloaded convolution outputs), executed by layers.py
+    granularity: str = "unit"
+    # "layer" plans: "auto" (cost-aware under memory_budget_bytes) or every group "recompute"d where it
+    # can be, "offload"ed, or "both" (recompute where it can, offload the rest), whatever the budget
+    layer_actions: str = "auto"
+    pcie_bytes_per_s: float = 50e9  # host-device copy bandwidth each way (PAPERS.md: 55 GB/s pinned on the H200)
 
     def __post_init__(self):
         if self.recompute not in RECOMPUTE_MODES:
             raise ValueError(f"recompute must be one of {RECOMPUTE_MODES}, got {self.recompute!r}")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
+        if self.granularity not in GRANULARITIES:
+            raise ValueError(f"granularity must be one of {GRANULARITIES}, got {self.granularity!r}")
+        if self.layer_actions not in LAYER_ACTIONS:
+            raise ValueError(f"layer_actions must be one of {LAYER_ACTIONS}, got {self.layer_actions!r}")
+        if self.loss not in LOSSES:
+            raise ValueError(f"loss must be one of {LOSSES}, got {self.loss!r}")
         if self.over_budget not in OVER_BUDGET:
             raise ValueError(f"over_budget must be one of {OVER_BUDGET}, got {self.over_budget!r}")
         if self.prefetch_lookahead < 0:
@@ -114,6 +133,7 @@ class Plan:
     offload_saved: bool = False  # kept segments' saved activations go through the pool (they do not fit)
     speed_working_set: float = 0.0  # largest working set of a speed-centric segment (or of a layer), bytes
     prefetch_rooms: list = field(default_factory=list)  # per recomputed segment, see prefetch_rooms()
+    layers: object = None  # granularity="layer": its layer_plan.LayerPlan (segments then empty)
 
     @property
     def largest_working_set(self) -> int:
@@ -121,7 +141,8 @@ class Plan:
 
     def summary(self) -> dict:
         rec = [s for s in self.segments if s.recompute]
-        return dict(segments=len(self.segments), recomputed=len(rec),
+        layers = self.layers.summary() if self.layers is not None else {}
+        return dict(segments=len(self.segments), recomputed=len(rec), **layers,
                     recomputed_units=sum(len(s.units) for s in rec),
                     memory_centric=sum(s.strategy == "memory" for s in rec),
                     largest_working_set=self.largest_working_set, speed_working_set=self.speed_working_set,
@@ -327,7 +348,9 @@ def estimate(segments: list[Segment], profiles: list[UnitProfile], pool_budget: 
     it (on the GPU it is in the units' transients). The peak is a segment's backward: the kept saved
     tensors, the resident checkpoints and the copies in flight (forward's, counted throughout), the
     segment's need (its recomputation included, which holds more than its first forward did) and
-    the checkpoints being prefetched meanwhile. Prefetches: with ``ceiling`` None, room for the
+    the checkpoints being prefetched meanwhile; or the loss (the last profile's ``loss_bytes``: logits,
+    log-softmax output and their gradients) next to all that forward keeps, when it needs more
+    (``working`` is the larger; ``loss`` says what the loss needs). Prefetches: with ``ceiling`` None, room for the
     ``lookahead`` largest checkpoints next to the largest need (a reservation, for budgeting); else
     as the runtime issues them (prefetch_schedule) within the rooms that ``ceiling`` (the plan's
     limit; never below its peak without prefetches) leaves each segment.
@@ -354,7 +377,7 @@ def estimate(segments: list[Segment], profiles: list[UnitProfile], pool_budget: 
     inflight = inflight if offloading else 0.0
     est = dict(kept_saved=kept, checkpoints=sum(checkpoints), resident_checkpoints=resident_ckpt,
                prefetched=saved_prefetch, inflight=inflight, working=max(needs + [largest_need(profiles)]),
-               workspace=_unmeasured_workspace(profiles, workspace))
+               workspace=_unmeasured_workspace(profiles, workspace), loss=profiles[-1].loss_bytes)
     if lookahead and resident_ckpt < sum(checkpoints):
         if ceiling is None:
             est["prefetched"] = sum(sorted(checkpoints)[-lookahead:])
@@ -495,8 +518,8 @@ def _over_budget(est: dict, budget: float, cfg: RuntimeConfig) -> None:
     message = (f"memory budget unreachable: the best plan (recompute={cfg.recompute!r}, pool={cfg.pool}) is "
                f"estimated at {_bytes(est['peak_dynamic'])} of dynamic memory ({parts}), over the budget of "
                f"{_bytes(budget)} (memory_budget_bytes={budget:.0f}); 'working' is the largest segment's or "
-               f"unit's backward need, which no plan goes below. Raise the budget, {hint}or set "
-               "over_budget='warn' to run this plan anyway")
+               f"unit's backward need or the loss's ({_bytes(est['loss'])}), which no plan goes below. "
+               f"Raise the budget, {hint}or set over_budget='warn' to run this plan anyway")
     if cfg.over_budget == "warn":
         message = message[:message.index(" Raise the budget")] + " Running it anyway (over_budget='warn')."
         warnings.warn(message, BudgetWarning, stacklevel=4)
@@ -550,3 +573,26 @@ def make_plan(units, profiles: list[UnitProfile], cfg: RuntimeConfig, copies: bo
     speed = [_seg_speed_ws(s, profiles) for s in segments if s.recompute and s.strategy == "speed"]
     return Plan(segments, profiles, pool_budget, est, offload_saved=pool_saved and pool_budget < kept,
                 speed_working_set=max(speed + [largest]), prefetch_rooms=rooms)
+
+
+def make_layer_plan(profiles: list[UnitProfile], layer_profile, cfg: RuntimeConfig) -> Plan:
+    """granularity="layer": the layer plan (layer_plan.py) under ``memory_budget_bytes``, as a Plan with no
+    segments (its estimate the layer plan's; the pool offloads what the plan says, budget 0)."""
+    from repro.papers.superneurons.layer_plan import forced_plan, plan_layers
+
+    lookahead = cfg.prefetch_lookahead if cfg.pool else 0
+    min_offload = cfg.min_offload_bytes
+    if cfg.layer_actions == "auto":
+        budget = math.inf if cfg.memory_budget_bytes is None else cfg.memory_budget_bytes
+        layer_plan = plan_layers(layer_profile, budget, cfg.pcie_bytes_per_s, min_offload, lookahead,
+                                 recompute=cfg.recompute != "off", offload=cfg.pool)
+    else:
+        layer_plan = forced_plan(layer_profile, cfg.layer_actions, lookahead, min_offload)
+    est = dict(layer_plan.estimate)
+    est.update(kept_saved=est["kept"], checkpoints=0.0, resident_checkpoints=0.0, inflight=0.0,
+               working=est["peak_dynamic"] - est["kept"], workspace=0.0,
+               loss=float(layer_profile.loss_bytes))
+    if cfg.memory_budget_bytes is not None and est["peak_dynamic"] > cfg.memory_budget_bytes:
+        _over_budget(est, cfg.memory_budget_bytes, cfg)
+    largest = largest_need(profiles)
+    return Plan([], profiles, 0.0, est, speed_working_set=float(largest), layers=layer_plan)

@@ -51,7 +51,7 @@ import torch
 
 from repro.data.synthetic import synthetic_batch
 from repro.models import build_model, get_entry
-from repro.papers.superneurons.arms import ARMS, PEAK_CONFIGS, Arm, Optim, check_arm_names
+from repro.papers.superneurons.arms import ARMS, LAYER_ARMS, LAYER_CONFIGS, PEAK_CONFIGS, Arm, Optim, check_arm_names
 from repro.papers.superneurons.liveness import flatten_units, largest_working_set, param_bytes, profile_units
 
 RESULT_PREFIX = "PROBE_RESULT "
@@ -107,7 +107,7 @@ class ProbeSpec:
     seed: int = 0
 
     def __post_init__(self):
-        check_arm_names([self.arm], tuple(dict.fromkeys(ARMS + PEAK_CONFIGS)), "probe")
+        check_arm_names([self.arm], tuple(dict.fromkeys(ARMS + LAYER_ARMS + PEAK_CONFIGS + LAYER_CONFIGS)), "probe")
         if self.budget_bytes is not None and self.arm != "ours":
             raise ValueError(f"budget_bytes is ours' memory budget; arm {self.arm!r} has none")
         if self.momentum_on_host not in ("auto", "yes", "no"):
@@ -221,6 +221,7 @@ def run_probe(spec: ProbeSpec) -> dict:
         out.update(params_bytes=params, momentum_on_host=host_momentum)
         if profiles is not None:
             out.update(largest_working_set=largest_working_set(profiles).working_set,
+                       largest_working_set_ws=max(p.need for p in profiles),
                        est_dynamic_bytes=arm.estimated_dynamic(profiles, x), est_static_bytes=arm.estimated_static())
             host_need, host_avail = arm.estimated_host(profiles), available_host_bytes()
             out.update(est_host_bytes=host_need)

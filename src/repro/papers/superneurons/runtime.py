@@ -31,7 +31,9 @@ import torch
 import torch.nn as nn
 
 from repro.papers.superneurons.liveness import flatten_units, frozen_batchnorm_stats, mutates_input, profile_units
-from repro.papers.superneurons.plan import Plan, RuntimeConfig, Segment, make_plan, memory_steps
+from repro.papers.superneurons.layer_plan import UnitCost
+from repro.papers.superneurons.layers import LayerExecutor, profile_layers
+from repro.papers.superneurons.plan import Plan, RuntimeConfig, Segment, make_layer_plan, make_plan, memory_steps
 from repro.papers.superneurons.recompute import ForwardState, autocast_state
 from repro.papers.superneurons.tensor_pool import TensorPool
 from repro.papers.superneurons.units import find_units, trace
@@ -153,6 +155,8 @@ class SuperNeuronsModel(nn.Module):
         if self.units is None:
             trace(model)
         self.plan: Plan | None = None
+        self.layer_profile = None  # granularity="layer": layers.profile_layers
+        self.executor: LayerExecutor | None = None
         self.pool: TensorPool | None = None
         self._plan_key = None
         self._order: list = []
@@ -169,11 +173,30 @@ class SuperNeuronsModel(nn.Module):
         """Profile on ``x``'s shape and make the plan (done by the first training forward)."""
         if not isinstance(self.model, nn.Sequential):  # traced at this input's device and training mode
             self.units = find_units(self.model, x)
-        profiles = profile_units(self.units, x)
-        self.plan = make_plan(self.units, profiles, self.config, copies=x.is_cuda)
+        profiles = profile_units(self.units, x, self.config.loss)
+        if self.config.granularity == "layer":
+            self.layer_profile = profile_layers(self.units, x, profiles, profiles[-1].loss_bytes)
+        self.replan(profiles, copies=x.is_cuda)
         self.pool = TensorPool(x.device, self.plan.pool_budget_bytes, self.config.max_inflight_bytes)
         self._anchor = torch.empty(0, device=x.device, requires_grad=True)
         self._plan_key = self._key(x)
+        return self.plan
+
+    def replan(self, profiles, copies: bool) -> Plan:
+        """The plan from unit ``profiles`` (a test may re-measure them first); a layer plan takes the
+        units' costs from them too."""
+        if self.config.granularity == "layer":
+            lp = self.layer_profile
+            lp.units = [UnitCost(p.in_bytes, p.forward_need, max(0, p.need - p.saved_bytes), c.backward_s)
+                        for p, c in zip(profiles, lp.units)]
+            lp.loss_bytes = profiles[-1].loss_bytes
+            self.plan = make_layer_plan(profiles, lp, self.config)
+            if self.executor is not None:
+                self.executor.remove()
+            self.executor = LayerExecutor(self.units, lp, self.plan.layers, lambda: self.pool,
+                                          self.config.min_offload_bytes, self.config.prefetch_lookahead)
+        else:
+            self.plan = make_plan(self.units, profiles, self.config, copies=copies)
         return self.plan
 
     @staticmethod
@@ -189,6 +212,8 @@ class SuperNeuronsModel(nn.Module):
             self.prepare(x)
         self._order = []
         self.memory_marks = {}
+        if self.plan.layers is not None:
+            return self.executor.forward(x)
         hooks = self._saved_tensor_hooks() if self.plan.offload_saved else contextlib.nullcontext()
         with hooks:
             for seg in self.plan.segments:
