@@ -207,3 +207,22 @@ def deterministic():
     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
     yield
     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = prev
+
+
+SLACK = 1024  # bytes the estimate leaves out: the scalar roots of backward calls, the loss's scalars
+
+
+def check_budget_replay(model, x, y, cfg: RuntimeConfig, loss_fn=None):
+    """replay_step under ``cfg`` (a budget with over_budget="warn"): the replayed peak stays within the
+    plan's estimate, and a BudgetWarning comes exactly when the estimate is over the budget. The plan."""
+    import warnings
+
+    from repro.papers.superneurons.plan import BudgetWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        peak, plan, _ = replay_step(model, x, y, cfg, loss_fn)
+    assert peak <= plan.estimate["peak_dynamic"] + SLACK
+    over = [w for w in caught if issubclass(w.category, BudgetWarning)]
+    assert bool(over) == (plan.estimate["peak_dynamic"] > cfg.memory_budget_bytes)
+    return plan

@@ -6,20 +6,18 @@ from __future__ import annotations
 
 import copy
 import math
-import warnings
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from any_models import ANY, any_model, loss_fn
-from sn_helpers import max_diff, replay_step, tiny
+from sn_helpers import SLACK, check_budget_replay, max_diff, replay_step, tiny
 from repro.papers.superneurons.layer_plan import (LayerInfo, LayerProfile, StorageInfo, UnitCost, forced_plan,
                                                   free_offloads, layer_estimate, plan_layers)
-from repro.papers.superneurons.plan import BudgetWarning, RuntimeConfig
+from repro.papers.superneurons.plan import RuntimeConfig
 from repro.papers.superneurons.runtime import SuperNeuronsModel
 
-SLACK = 1024  # the loss's scalars, the backward roots (as test_replay)
 
 
 # ---- the pure planner --------------------------------------------------------------------------------
@@ -160,13 +158,8 @@ def test_auto_layer_plan_bounds_the_replayed_peak(name):
     for share in (0.7, 0.4):
         model.load_state_dict(state)
         budget = low + share * (plan.estimate["peak_dynamic"] - low)
-        cfg = RuntimeConfig(**LAYER, layer_actions="auto", memory_budget_bytes=budget, over_budget="warn")
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            peak, p2, _ = replay_step(model, x, y, cfg, loss)
-        assert peak <= p2.estimate["peak_dynamic"] + SLACK
-        over = [w for w in caught if issubclass(w.category, BudgetWarning)]
-        assert bool(over) == (p2.estimate["peak_dynamic"] > budget)
+        check_budget_replay(model, x, y, RuntimeConfig(**LAYER, layer_actions="auto", memory_budget_bytes=budget,
+                                                       over_budget="warn"), loss)
 
 
 def test_unit_plan_stays_the_default():

@@ -7,21 +7,19 @@ prefetches only into the room the plan's peak leaves."""
 from __future__ import annotations
 
 import math
-import warnings
 
 import pytest
 import torch
 
 from any_models import ANY, any_model, loss_fn
-from sn_helpers import measure_loss, replay_step, tiny
+from sn_helpers import SLACK, check_budget_replay, measure_loss, replay_step, tiny
 from repro.models import build_model
 from repro.models.transformer import GPTDecoder
 from repro.papers.superneurons.liveness import largest_need, modelled_loss_need
-from repro.papers.superneurons.plan import BudgetWarning, RuntimeConfig, prefetch_schedule
+from repro.papers.superneurons.plan import RuntimeConfig, prefetch_schedule
 from repro.papers.superneurons.runtime import SuperNeuronsModel
 from repro.papers.superneurons.tensor_pool import TensorPool
 
-SLACK = 1024  # bytes the estimate leaves out: the scalar roots of backward calls, the loss's scalars
 
 OFFLOAD = dict(pool=True, pool_budget_bytes=0, max_inflight_bytes=0)
 CONFIGS = {
@@ -111,14 +109,9 @@ def test_auto_plan_bounds_the_replayed_peak_on_every_architecture(name):
     for share in (0.6, 0.2):
         model.load_state_dict(state)
         budget = largest + share * (everything - largest)
-        cfg = RuntimeConfig(recompute="auto", memory_budget_bytes=budget, prefetch_lookahead=1,
-                            max_inflight_bytes=0, over_budget="warn")
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            peak, plan, _ = replay_step(model, x, y, cfg, loss)
-        assert peak <= plan.estimate["peak_dynamic"] + SLACK
-        over = [w for w in caught if issubclass(w.category, BudgetWarning)]
-        assert bool(over) == (plan.estimate["peak_dynamic"] > budget)
+        check_budget_replay(model, x, y, RuntimeConfig(recompute="auto", memory_budget_bytes=budget,
+                                                       prefetch_lookahead=1, max_inflight_bytes=0,
+                                                       over_budget="warn"), loss)
 
 
 def test_prefetches_fill_only_the_room_the_peak_leaves():
