@@ -219,7 +219,7 @@ def test_the_real_ledger_renders_with_the_committed_references(tmp_path):
     # the paper's statistic, computed from the committed run's own table
     assert any(d.startswith("headline mean of points.csv:speedup (kind=tsm2r, dtype=float32) = ")
                for d in df.loc["tsm2.r_speedup"].reference_details)
-    assert any(d.startswith("also e2e_vs_prunetrain") for d in df.loc["ct.vs_during"].reference_details)
+    assert any(d.startswith("also e2e_vs_prunetrain") for d in df.loc["ct.vs_during_narrow"].reference_details)
     for r in judged.itertuples():  # every miss has its kind; a ceiling is the same card's run
         assert (r.reference_miss in claims.MISS_KINDS) == (r.reference_verdict == "not-reproduced"), r.claim_id
     r_speedup = df.loc["tsm2.r_speedup"]
