@@ -124,6 +124,7 @@ def caramel(tl: pd.DataFrame, world: int, link: LinkSpec, p: CaramelParams) -> l
     out: list[Message] = []
     free = 0.0  # when the link would be free, by the alpha-beta estimate
     group: list[int] = []
+    size = 0  # the open group's bytes
 
     def send(msgs: list[Message]) -> None:
         nonlocal free
@@ -136,19 +137,19 @@ def caramel(tl: pd.DataFrame, world: int, link: LinkSpec, p: CaramelParams) -> l
         if b > chunk:  # a large tensor: its own bucket, pipelined as chunks
             if group:
                 send([_message(rows.iloc[group])])
-                group = []
+                group, size = [], 0
             n = math.ceil(b / chunk)
             sizes = [int(chunk)] * (n - 1) + [b - int(chunk) * (n - 1)]
             send([_message(rows.iloc[[i]], chunk=k, chunks=n, nbytes=s) for k, s in enumerate(sizes)])
             continue
         group.append(i)
-        size = int(rows["bytes"].iloc[group].sum())
+        size += b
         last = i + 1 == len(rows)
         idle = (not last and rows["ready_s"].iloc[i + 1] - max(free, rows["ready_s"].iloc[i])
                 > 2 * (world - 1) * link.alpha)
         if size >= target or last or idle:
             send([_message(rows.iloc[group])])
-            group = []
+            group, size = [], 0
     return out
 
 
