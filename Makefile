@@ -20,8 +20,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $@
 
-test: setup               ## run the test suite (GPU tests skip without a GPU); writes results/tests/junit.xml
-	$(VENV)/bin/python -m pytest -q --junitxml=results/tests/junit.xml
+# pytest-xdist workers for `make test`: one per core, at most 8 (TEST_WORKERS=0: one process)
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n > 8 ? 8 : n )))
+
+test: setup               ## run the test suite on TEST_WORKERS processes (GPU tests skip without a GPU); writes results/tests/junit.xml
+	$(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --junitxml=results/tests/junit.xml
 
 smoke: setup              ## the whole DAG at the tiny CPU scale
 	$(SNAKEMAKE) --cores $(CORES) --config scale=smoke

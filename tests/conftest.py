@@ -36,6 +36,21 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords and not gpu:
             item.add_marker(skip)
+    _group_for_xdist(items)
+
+
+def _group_for_xdist(items) -> None:
+    """`make test` runs the suite on several pytest-xdist workers (`--dist loadgroup
+    --no-loadscope-reorder`). One group per test file, so a module-scoped fixture is built once;
+    every test that uses the session's smoke DAG (``smoke_run``, minutes of work) in one group,
+    moved to the front so that the first worker starts on it while the others take the rest."""
+    smoke = [item for item in items if "smoke_run" in getattr(item, "fixturenames", ())]
+    rest = [item for item in items if "smoke_run" not in getattr(item, "fixturenames", ())]
+    for item in smoke:
+        item.add_marker(pytest.mark.xdist_group("smoke-dag"))
+    for item in rest:
+        item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    items[:] = smoke + rest
 
 
 def built_kernels(tmp_path_factory, srcs) -> Path:
@@ -68,14 +83,14 @@ def dag_jobs(workdir: Path, config: dict, targets=()) -> list:
         return list(workflow.dag.jobs)
 
 
-def snakemake(*args, cwd=REPO, check=True, timeout=None):
+def snakemake(*args, cwd=REPO, check=True, timeout=None, extra_env=None):
     """``python -m snakemake ARGS`` in ``cwd``, with this interpreter's environment first on PATH (the
-    rules call `python`)."""
+    rules call `python`) and ``extra_env`` added."""
     import os
     import subprocess
 
     bindir = Path(sys.executable).parent
-    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", **(extra_env or {})}
     proc = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True,
                           env=env, timeout=timeout)
     if check:
@@ -116,6 +131,7 @@ def smoke_run(tmp_path_factory):
     (work folder, snakemake's CompletedProcess, CIFAR-10 shards). Session-wide: the workflow tests
     and the real-service tests (tests/real: SLURM, the browser) share one run. Tests must not
     change it (copy it first) or must leave it as they found it."""
+    import os
     import shutil
 
     shards = REPO.parent / "shared" / "data" / "cifar10-jpeg"
@@ -125,8 +141,11 @@ def smoke_run(tmp_path_factory):
     ref = REPO / "results" / "reference"
     if ref.exists():
         shutil.copytree(ref, work / "results" / "reference")
+    # the checkout's kernel build cache (where tests/test_build_kernels.py builds too): nvcc runs once
+    # per source in the suite, whichever comes first
+    cache = os.environ.get("REPRO_BUILD_CACHE") or str(REPO / ".cache" / "kernels")
     proc = snakemake("--cores", "2", "--config", "scale=smoke", f"cifar10_source=shards:{shards}", cwd=work,
-                     check=False)
+                     check=False, extra_env={"REPRO_BUILD_CACHE": cache})
     return work, proc, shards
 
 
