@@ -64,13 +64,14 @@ def nets(p: NetsParams, ctx: Context) -> Result:
                 df = profile.profile(model, dev, threads, p.warmup, p.repeats)
                 layers.append(df.assign(net=spec["name"], variant=variant, kw=str(kw), role=role,
                                         threads=threads if dev == "cpu" else 0))
-                tags[f"{role}_{threads if role == 'device' else 'edge'}"] = profile.processor_name(dev, threads)
+                if role == "device":
+                    tags[f"device_{threads}"] = profile.processor_name(dev, threads)
     layers = pd.concat(layers, ignore_index=True)
     acc = pd.DataFrame(accuracy)
     trained = layers[layers["variant"] == "trained"]
     metrics = {f"{n}_exit{e}_top1": a for n, e, a in acc[["net", "exit", "accuracy"]].itertuples(index=False)}
     for (net, role, threads), g in trained[trained["where"] == "layer"].groupby(["net", "role", "threads"]):
-        metrics[f"{net}_{role}{threads or ''}_backbone_ms"] = float(g["time_s"].sum() * 1e3)
+        metrics[f"{net}_{role}{threads if role == 'device' else ''}_backbone_ms"] = float(g["time_s"].sum() * 1e3)
     tags.update(edge="GPU" if gpu else "CPU stand-in (no GPU: the edge here is this CPU at all its threads)",
                 edge_processor=profile.processor_name("cuda" if gpu else "cpu", edge_threads),
                 n_train=str(len(train)), n_test=str(len(test)))
