@@ -122,7 +122,7 @@ def test_joint_exit_training_lowers_the_loss_of_every_exit():
     train, test = synthetic_split(128, seed=0), synthetic_split(64, seed=1)
     net = exits.resnet_exits(depth=8, width=4)
     before = exit_accuracy(net, train, test, "cpu")
-    hist = train_exits(net, train, test, ExitTraining(epochs=4, batch_size=32, lr=0.05), "cpu", seed=0)
+    hist = train_exits(net, train, ExitTraining(epochs=4, batch_size=32, lr=0.05), "cpu", seed=0)
     assert hist["loss"].iloc[-1] < hist["loss"].iloc[0]
     after = exit_accuracy(net, train, test, "cpu")
     assert after.shape == before.shape == (3,) and ((0 <= after) & (after <= 1)).all()

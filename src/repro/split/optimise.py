@@ -51,7 +51,6 @@ def latency(p: Profile, bandwidth_bps: float, rtt_s: float = 0.0) -> np.ndarray:
     n = len(p.device)
     dev = np.concatenate([[0.0], np.cumsum(p.device)])
     edge = np.concatenate([[0.0], np.cumsum(p.edge)])
-    s = np.arange(n + 1)
     out = np.full((len(p.attach), n + 1), np.inf)
     for e, a in enumerate(p.attach):
         offload = dev[:a] + 8.0 * p.bytes[:a] / bandwidth_bps + rtt_s + (edge[a] - edge[:a]) + p.edge_head[e]

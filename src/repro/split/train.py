@@ -28,10 +28,10 @@ class ExitTraining:
     warmup_epochs: float = 1.0
 
 
-def train_exits(net: ExitNet, train: Split, test: Split, p: ExitTraining, device: str, seed: int,
+def train_exits(net: ExitNet, train: Split, p: ExitTraining, device: str, seed: int,
                 progress=lambda it, **kw: it) -> pd.DataFrame:
-    """Train ``net`` in place; returns per epoch the mean joint loss and, after the last, nothing
-    more: :func:`exit_accuracy` measures the exits."""
+    """Train ``net`` in place; returns the mean joint loss of each epoch (:func:`exit_accuracy`
+    measures the exits)."""
     torch.manual_seed(seed)
     dev = torch.device(device)
     net.to(dev).train()

@@ -52,7 +52,7 @@ def nets(p: NetsParams, ctx: Context) -> Result:
     accuracy, losses, layers, tags = [], [], [], {}
     for spec in p.nets:
         net = exits.build(spec["name"], **spec["kw"])
-        hist = train_exits(net, train, test, p.training, ctx.device, ctx.seed, progress=ctx.progress)
+        hist = train_exits(net, train, p.training, ctx.device, ctx.seed, progress=ctx.progress)
         losses.append(hist.assign(net=spec["name"]))
         acc = exit_accuracy(net, train, test, ctx.device)
         accuracy += [dict(net=spec["name"], exit=e, attach=a, accuracy=float(v))
