@@ -27,7 +27,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_ROOT = Path(__file__).resolve().parent
 PAPERS_ROOT = PACKAGE_ROOT / "papers"
 # The shared libraries: what more than one paper uses (a paper imports these and the spine only).
-SHARED = ("data", "models", "train", "sim", "multigpu")
+SHARED = ("data", "models", "train", "sim", "multigpu", "split")
 # Beside the papers and never imported by them: the pipeline's drivers and the claims report.
 APART = ("pipeline", "report")
 # The keys an experiment file may hold (repro.pipeline.run refuses others; `defaults` is Hydra's).

@@ -1,0 +1,96 @@
+"""Edgent's two experiment files run at smoke scale on the CPU (nets on synthetic CIFAR-shaped splits,
+configure on its record), their figures draw, and the configurators keep their invariants: the oracle
+delivers at least what every method delivers, Edgent's search fed the measured latencies is the
+oracle, the fixed baselines choose what they say, and change points are found."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim"))
+from sim_smoke import REPO, compose  # noqa: E402
+
+from conftest import prepared_splits  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+
+from repro.experiment import Context, load_entry  # noqa: E402
+from repro.papers.edgent import configure as cfgmod  # noqa: E402
+from repro.papers.edgent import figures  # noqa: E402
+from repro.pipeline.scale import param_layers  # noqa: E402
+
+
+def _run(experiment: str, out_dir: Path, inputs: dict):
+    cfg = compose(experiment)
+    spec = load_entry(cfg.entry)
+    params = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(spec.params), *param_layers(cfg, "smoke")))
+    result = spec(params, Context(out_dir=out_dir, scale="smoke", device="cpu", inputs=inputs))
+    for name, table in result.tables.items():
+        table.to_csv(out_dir / f"{name}.csv", index=False)
+    (out_dir / "record.json").write_text(json.dumps({"tags": result.tags, "metrics": result.metrics,
+                                                     "params": OmegaConf.to_container(OmegaConf.structured(params))}))
+    return result, getattr(figures, cfg.name)(out_dir)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("edgent")
+    data, nets, conf = tmp / "data", tmp / "nets", tmp / "configure"
+    for d in (data, nets, conf):
+        d.mkdir()
+    out = {"nets": _run("edgent/nets", nets, prepared_splits(data, 256, 128))}
+    out["configure"] = _run("edgent/configure", conf, {"nets": nets / "record.json"})
+    return out
+
+
+def test_nets_measures_every_exit_and_both_processors(runs):
+    result, fig = runs["nets"]
+    acc, layers = result.tables["exits"], result.tables["layers"]
+    assert sorted(acc.groupby("net").size().items()) == [("alexnet", 5), ("resnet", 3)]
+    assert ((acc["accuracy"] >= 0) & (acc["accuracy"] <= 1)).all()
+    assert set(layers["role"]) == {"device", "edge"} and set(layers["variant"]) == {"trained", "fit0", "fit1"}
+    assert (layers["time_s"] > 0).all()
+    assert "stand-in" in result.tags["edge"] and "not a Pi" in result.tags["device_1"]
+    assert fig is not None
+
+
+def test_configure_headlines_and_invariants(runs):
+    result, fig = runs["configure"]
+    m, points = result.metrics, result.tables["points"]
+    assert 0 <= m["oracle_match"] <= 1 and 0 < m["predictor_error_median"] < 10
+    assert m["oracle_match_measured_profile"] == 1.0  # the search is exact on the latencies it is given
+    wide = points.pivot_table(index=["net", "threads", "bandwidth_mbps", "deadline_ms"], columns="method",
+                              values="accuracy")
+    for method in cfgmod.METHODS:
+        assert (wide["oracle"] >= wide[method] - 1e-12).all(), method
+    final = {"alexnet": 4, "resnet": 2}
+    for method in ("device_only", "edge_only", "neurosurgeon"):
+        got = points[points["method"] == method]
+        assert (got["exit"] == got["net"].map(final)).all(), method
+    assert (points.loc[points["method"] == "edge_only", "split"] == 0).all()
+    assert {"assumed_base", "assumed_min", "assumed_max"} <= set(m) and m["assumed_min"] <= m["oracle_match"] <= m["assumed_max"]
+    dyn = result.tables["dynamic"]
+    assert (dyn["oracle_accuracy"] >= dyn[["edgent_dynamic_accuracy", "fixed_accuracy", "last_sample_accuracy"]].max(axis=1)
+            - 1e-12).all()
+    assert fig is not None
+
+
+def test_change_point_found_at_a_level_shift():
+    rng = np.random.default_rng(0)
+    window = np.concatenate([np.full(20, 10e6), np.full(15, 1e6)]) * np.exp(rng.normal(0, 0.05, 35))
+    assert abs(cfgmod.last_change(window, pen=2 * 0.05 ** 2 * np.log(35) * 10, min_size=3) - 20) <= 1
+    assert cfgmod.last_change(np.full(30, 5e6) * np.exp(rng.normal(0, 0.05, 30)), pen=1.0, min_size=3) == 0
+
+
+def test_claims_read_metrics_configure_writes(runs):
+    claims = yaml.safe_load((REPO / "config" / "claims" / "edgent.yaml").read_text())["claims"]
+    assert [c["id"] for c in claims] == ["edgent.oracle"] and claims[0]["kind"] == "model"
+    c = claims[0]
+    for cond in [c["metric"], *c["also"], c["ceiling"]]:
+        assert cond["experiment"] == "edgent/configure" and cond["key"] in runs["configure"][0].metrics
+    assert c["assumed"]["experiment"] == "edgent/configure"
