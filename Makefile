@@ -24,7 +24,7 @@ $(VENV)/.installed: pyproject.toml
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( n > 8 ? 8 : n )))
 
 test: setup               ## run the test suite on TEST_WORKERS processes (GPU tests skip without a GPU); writes results/tests/junit.xml
-	$(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --junitxml=results/tests/junit.xml
+	$(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --junitxml=results/tests/junit.xml
 
 smoke: setup              ## the whole DAG at the tiny CPU scale
 	$(SNAKEMAKE) --cores $(CORES) --config scale=smoke

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -36,22 +37,38 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords and not gpu:
             item.add_marker(skip)
-    if config.pluginmanager.hasplugin("xdist"):  # absent in the container and on the GPU machine
-        _group_for_xdist(items)
+    # the tests that read the session's smoke DAG first: under xdist their worker starts on the DAG
+    items.sort(key=lambda item: "smoke_run" not in getattr(item, "fixturenames", ()))
 
 
-def _group_for_xdist(items) -> None:
-    """`make test` runs the suite on several pytest-xdist workers (`--dist loadgroup
-    --no-loadscope-reorder`). One group per test file, so a module-scoped fixture is built once;
-    every test that uses the session's smoke DAG (``smoke_run``, minutes of work) in one group,
-    moved to the front so that the first worker starts on it while the others take the rest."""
-    smoke = [item for item in items if "smoke_run" in getattr(item, "fixturenames", ())]
-    rest = [item for item in items if "smoke_run" not in getattr(item, "fixturenames", ())]
-    for item in smoke:
-        item.add_marker(pytest.mark.xdist_group("smoke-dag"))
-    for item in rest:
-        item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-    items[:] = smoke + rest
+SMOKE_USER = re.compile(r"\bsmoke_run\b")
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`make test` runs the suite on pytest-xdist workers. One unit of work per test file (a module
+    fixture is built once), except that every file that uses the session's smoke DAG (the
+    ``smoke_run`` fixture, minutes of work) joins one unit, which goes first to one worker (its
+    tests are collected first) while the other workers take the rest. (xdist's own `loadgroup`
+    marks cannot do this under pytest 9: they rename the node ids through an attribute pytest 9 no
+    longer reads.)"""
+    from functools import cache
+
+    from xdist.scheduler import LoadScopeScheduling
+
+    @cache
+    def uses_smoke_dag(path: str) -> bool:
+        try:
+            return bool(SMOKE_USER.search((Path(config.rootpath) / path).read_text()))
+        except OSError:
+            return False
+
+    class SmokeDagFirst(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "smoke-dag" if uses_smoke_dag(path) else path
+
+    return SmokeDagFirst(config, log)
 
 
 def built_kernels(tmp_path_factory, srcs) -> Path:
