@@ -121,7 +121,7 @@ def test_a_package_missing_from_the_lock_is_named_with_its_importers(imports):
     lock = set(lock_pins(LOCK.read_text())) - {"pyamg"}
     problems = uncovered(imports, image_packages() | lock)
     assert len(problems) == 1 and problems[0].startswith("pyamg (imported by ")
-    assert "repro.papers.sptrsv.matrices" in problems[0]
+    assert "repro.data.matrices" in problems[0]
 
 
 def test_the_lock_keeps_pyprojects_pins():
