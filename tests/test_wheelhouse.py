@@ -28,7 +28,8 @@ LOCK = REPO / "tools" / "wheelhouse.txt"
 GPU_STEP_MODULES = ("repro.pipeline.run", "repro.kernels.build")
 # import name -> distribution name, where they differ (others: the import name, canonicalised)
 DISTRIBUTION = {"yaml": "pyyaml", "hydra": "hydra-core", "cupy": "cupy-cuda13x", "cupyx": "cupy-cuda13x",
-                "cupy_backends": "cupy-cuda13x", "PIL": "pillow", "sklearn": "scikit-learn", "skimage": "scikit-image"}
+                "cupy_backends": "cupy-cuda13x", "PIL": "pillow", "sklearn": "scikit-learn", "skimage": "scikit-image",
+                "graphblas": "python-graphblas"}
 
 
 def image_packages() -> set[str]:
