@@ -43,6 +43,7 @@ def test_cpu_run_checks_the_product_and_the_kernel(run):
     # GPU quantities are NaN with a tag saying why
     for key in ("geomean_speedup_cusparse_fp32", "geomean_ceiling_speedup", "tc_tflops"):
         assert math.isnan(m[key]) and "no GPU" in r.tags[key]
+    assert math.isnan(m["geomean_speedup_cusparse_fp32_mma"]) and "GPU only" in r.tags["geomean_speedup_cusparse_fp32_mma"]
 
 
 def test_fill_orders_the_families(run):
@@ -53,6 +54,8 @@ def test_fill_orders_the_families(run):
 def test_summary_geomeans_and_the_fill_subset():
     df = pd.DataFrame({"fill": [0.1, 0.3, 0.5], "pattern_ok_float16": [True, True, False],
                        "err_float16": [1e-4, 3e-4, 2e-4], "kernel_vs_twin_float16": [np.nan, 0.0, 1e-7],
+                       "err_mma_float16": [np.nan] * 3, "mma_vs_twin_float16": [np.nan] * 3,
+                       "speedup_cusparse_fp32_mma": [2.0, 2.0, 2.0],
                        "t_numeric": [1.0, 1.0, 1.0], "t_ours": [2.0, 2.0, 4.0], "ceiling_s": [0.5, 0.5, 0.5],
                        "ceiling_speedup": [4.0, 8.0, 2.0],
                        **{f"speedup_{b}": [1.0, 2.0, 8.0] for b in ("scipy", "graphblas", "cusparse_fp32",
@@ -62,6 +65,7 @@ def test_summary_geomeans_and_the_fill_subset():
     assert m["geomean_speedup_cusparse_fp32_fill25"] == pytest.approx(4.0)
     assert m["n_fill_ge_threshold"] == 2 and m["n_pattern_mismatch"] == 1 and m["max_rel_err"] == 3e-4
     assert m["min_speedup_cusparse_fp32"] == 1.0 and m["geomean_ceiling_speedup_fill25"] == pytest.approx(4.0)
+    assert m["geomean_speedup_cusparse_fp32_mma_fill25"] == pytest.approx(2.0) and math.isnan(m["max_mma_vs_twin_float16"])
 
 
 def test_experiment_file_validates_at_both_scales():

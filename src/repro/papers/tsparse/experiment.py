@@ -5,8 +5,9 @@ phases timed apart (conversion of A into tiles; symbolic; numeric; CSR assembly:
 symbolic + numeric + assembly, ``t_ours_total`` adds the conversion), the error of the fp16 and bf16
 products against SciPy's fp64 product (max |C - C64| / max |C64|), our CSR pattern against the
 structural product, and every baseline its machine has (baselines.py). On a GPU the numeric phase is
-the Triton kernel, timed with CUDA events, and the NumPy twin checks it on the matrices of at most
-``twin_max_pairs`` pairs; on a CPU (smoke) it is the NumPy twin, timed, and the Triton kernel runs
+the Triton kernel, timed with CUDA events, beside it the CUDA C mma.sync m16n8k16 variant
+(``*_mma`` columns: only the numeric phase differs), and the NumPy twin checks both on the matrices
+of at most ``twin_max_pairs`` pairs; on a CPU (smoke) it is the NumPy twin, timed, and the Triton kernel runs
 in the interpreter, untimed, on the matrices of at most ``interpret_max_out_tiles`` output tiles.
 
 The ceiling (per matrix): the kept pairs' useful products (2 x 8^3 flops a pair) at the dense fp16
@@ -18,6 +19,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -64,8 +66,9 @@ def geomean(xs) -> float:
     return float(math.exp(sum(math.log(x) for x in xs) / len(xs))) if xs else math.nan
 
 
-def _phases(A: sp.csr_matrix, dtype: torch.dtype, how: str, device: str, timer) -> dict[str, float]:
-    """Median seconds of each phase, each timed on the previous phase's output."""
+def _phases(A: sp.csr_matrix, dtype: torch.dtype, how: str, device: str, timer, kernels_dir=None) -> dict[str, float]:
+    """Median seconds of each phase, each timed on the previous phase's output; with ``kernels_dir``
+    the mma variant's numeric phase too (its other phases are the same)."""
     csr = csr_tensors(A, device)
     ta = tile(*csr, A.shape, dtype)
     pairs = symbolic(ta, ta)
@@ -76,6 +79,8 @@ def _phases(A: sp.csr_matrix, dtype: torch.dtype, how: str, device: str, timer) 
          "t_assemble": timer(lambda: assemble(pairs, out))}
     t["t_ours"] = t["t_symbolic"] + t["t_numeric"] + t["t_assemble"]
     t["t_ours_total"] = t["t_ours"] + t["t_convert"]
+    t["t_numeric_mma"] = timer(lambda: spgemm.numeric(ta, ta, pairs, "mma", kernels_dir)) if kernels_dir else math.nan
+    t["t_ours_mma"] = t["t_symbolic"] + t["t_numeric_mma"] + t["t_assemble"]
     return t
 
 
@@ -86,7 +91,7 @@ def _structure(A: sp.csr_matrix) -> sp.csr_matrix:
     return S
 
 
-def measure(name: str, kind: str, A: sp.csr_matrix, p: SpgemmParams, gpu: bool, gb) -> dict:
+def measure(name: str, kind: str, A: sp.csr_matrix, p: SpgemmParams, gpu: bool, gb, kernels_dir=None) -> dict:
     device = "cuda" if gpu else "cpu"
     how = "triton" if gpu else "twin"
     row: dict = {"matrix": name, "family": kind, "source": f"generated ({kind}); not SuiteSparse",
@@ -106,22 +111,21 @@ def measure(name: str, kind: str, A: sp.csr_matrix, p: SpgemmParams, gpu: bool, 
             row.update(tiles=prod.A.n_tiles, fill=prod.A.fill, candidates=pairs.candidates, pairs=pairs.n_pairs,
                        out_tiles=pairs.n_out, out_fill=S.nnz / max(pairs.n_out * T * T, 1),
                        pairs_per_out_tile=pairs.n_pairs / max(pairs.n_out, 1))
-        # the kernel against its twin, on the same tiles
+        # the kernels against the twin, on the same tiles
         check = (gpu and prod.pairs.n_pairs <= p.twin_max_pairs) or (not gpu and prod.pairs.n_out <= p.interpret_max_out_tiles)
-        if check:
-            other = "twin" if gpu else "triton"
-            theirs = spgemm.numeric(prod.A, prod.B, prod.pairs, other).cpu().numpy()
-            ours = spgemm.numeric(prod.A, prod.B, prod.pairs, how).cpu().numpy()
-            scale = max(float(np.abs(theirs).max()), 1e-30) if theirs.size else 1.0
-            row[f"kernel_vs_twin_{dname}"] = float(np.abs(ours - theirs).max() / scale) if theirs.size else 0.0
-        else:
-            row[f"kernel_vs_twin_{dname}"] = math.nan
+        twin_out = spgemm.numeric(prod.A, prod.B, prod.pairs, "twin").cpu().numpy() if check else None
+        row[f"kernel_vs_twin_{dname}"] = _vs(prod, "triton", twin_out)
+        row[f"err_mma_{dname}"] = math.nan
+        if kernels_dir:
+            row[f"err_mma_{dname}"] = rel_err(spgemm.multiply(A, dtype=DTYPES[dname], how="mma", device=device,
+                                                              kernels_dir=kernels_dir).scipy(), ref)
+        row[f"mma_vs_twin_{dname}"] = _vs(prod, "mma", twin_out, kernels_dir) if kernels_dir else math.nan
     timed = DTYPES[p.dtypes[0]]
     if gpu:
         timer = lambda fn: time_cuda(fn, warmup=p.warmup, repeats=p.repeats).median_s  # noqa: E731
     else:
         timer = lambda fn: time_cpu(fn, warmup=1, repeats=p.cpu_repeats).median_s  # noqa: E731
-    row.update(_phases(A, timed, how, device, timer))
+    row.update(_phases(A, timed, how, device, timer, kernels_dir))
     row["t_scipy"] = baselines.scipy_time(A, p.cpu_repeats)
     row["t_graphblas"] = baselines.graphblas_time(gb, A, p.cpu_repeats) if gb is not None else math.nan
     for col in ("t_cusparse_fp32", "t_cusparse_fp64", "t_torch_csr", "ceiling_s", "err_cusparse_fp32"):
@@ -136,7 +140,18 @@ def measure(name: str, kind: str, A: sp.csr_matrix, p: SpgemmParams, gpu: bool, 
         row["t_torch_csr"] = baselines.torch_csr_time(A, p.warmup, p.repeats)
     for base in ("scipy", "graphblas", "cusparse_fp32", "cusparse_fp64", "torch_csr"):
         row[f"speedup_{base}"] = row[f"t_{base}"] / row["t_ours"]
+    row["speedup_cusparse_fp32_mma"] = row["t_cusparse_fp32"] / row["t_ours_mma"]
     return row
+
+
+def _vs(prod: spgemm.Product, how: str, twin_out: np.ndarray | None, kernels_dir=None) -> float:
+    """max |kernel - twin| / max |twin| of the product's tile products (NaN where the twin was not run)."""
+    if twin_out is None:
+        return math.nan
+    if not twin_out.size:
+        return 0.0
+    kernel = spgemm.numeric(prod.A, prod.B, prod.pairs, how, kernels_dir).cpu().numpy()
+    return float(np.abs(kernel - twin_out).max() / max(float(np.abs(twin_out).max()), 1e-30))
 
 
 def summarize(df: pd.DataFrame, p: SpgemmParams) -> dict[str, float]:
@@ -146,12 +161,16 @@ def summarize(df: pd.DataFrame, p: SpgemmParams) -> dict[str, float]:
                            "mean_fill": float(df["fill"].mean())}
     for dname in p.dtypes:
         m[f"max_rel_err_{dname}"] = float(df[f"err_{dname}"].max())
-        checked = df[f"kernel_vs_twin_{dname}"].dropna()
-        m[f"max_kernel_vs_twin_{dname}"] = float(checked.max()) if len(checked) else math.nan
+        m[f"max_rel_err_mma_{dname}"] = float(df[f"err_mma_{dname}"].max())
+        for kernel in ("kernel", "mma"):
+            checked = df[f"{kernel}_vs_twin_{dname}"].dropna()
+            m[f"max_{kernel}_vs_twin_{dname}"] = float(checked.max()) if len(checked) else math.nan
     m["max_rel_err"] = m[f"max_rel_err_{p.dtypes[0]}"]
     for base in ("scipy", "graphblas", "cusparse_fp32", "cusparse_fp64", "torch_csr"):
         m[f"geomean_speedup_{base}"] = geomean(df[f"speedup_{base}"])
     m["geomean_speedup_cusparse_fp32_fill25"] = geomean(dense["speedup_cusparse_fp32"])
+    m["geomean_speedup_cusparse_fp32_mma"] = geomean(df["speedup_cusparse_fp32_mma"])
+    m["geomean_speedup_cusparse_fp32_mma_fill25"] = geomean(dense["speedup_cusparse_fp32_mma"])
     m["min_speedup_cusparse_fp32"] = float(df["speedup_cusparse_fp32"].min())
     m["geomean_ceiling_speedup"] = geomean(df["ceiling_speedup"])
     m["geomean_ceiling_speedup_fill25"] = geomean(dense["ceiling_speedup"])
@@ -174,7 +193,7 @@ def spgemm_bench(p: SpgemmParams, ctx: Context) -> Result:
         if gb is not None:
             gb.ss.config["nthreads"] = p.cpu_threads
     try:
-        df, tc_rate = _run(p, ctx, gpu, gb)
+        df, tc_rate = _run(p, ctx, gpu, gb, _kernels_dir(ctx, gpu))
     finally:
         torch.set_num_threads(threads)
     tags = {"numeric": "Triton kernel on the GPU (CUDA events)" if gpu else
@@ -187,6 +206,11 @@ def spgemm_bench(p: SpgemmParams, ctx: Context) -> Result:
                     "geomean_speedup_torch_csr", "min_speedup_cusparse_fp32", "geomean_ceiling_speedup",
                     "geomean_ceiling_speedup_fill25", "geomean_numeric_of_ceiling", "tc_tflops"):
             tags[key] = "NaN: a GPU quantity (cuSPARSE, torch CSR, tensor cores); this run had no GPU"
+    if df["t_numeric_mma"].isna().all():
+        why = ("NaN: the mma.sync kernel runs on a GPU only" if not gpu else
+               "NaN: no tsparse_mma cubin in this run's kernels folder (python -m repro.kernels.build)")
+        for key in [k for k in metrics if "mma" in k]:
+            tags[key] = why
     if gb is None:
         metrics["geomean_speedup_graphblas"] = math.nan
         tags["geomean_speedup_graphblas"] = f"NaN: {gb_reason}"
@@ -195,12 +219,22 @@ def spgemm_bench(p: SpgemmParams, ctx: Context) -> Result:
     return Result(metrics=metrics, tables={"matrices": df}, tags=tags)
 
 
-def _run(p: SpgemmParams, ctx: Context, gpu: bool, gb) -> tuple[pd.DataFrame, float]:
+def _kernels_dir(ctx: Context, gpu: bool):
+    """The folder holding tsparse_mma.cubin, when this run is on a GPU and the build made it."""
+    if not gpu:
+        return None
+    from repro import kernels
+
+    folder = Path(ctx.inputs.get("kernels") or kernels.default_dir())
+    return folder if (folder / "tsparse_mma.cubin").exists() else None
+
+
+def _run(p: SpgemmParams, ctx: Context, gpu: bool, gb, kernels_dir) -> tuple[pd.DataFrame, float]:
     tc_rate = baselines.tensor_core_flops(p.tc_gemm_n, p.warmup, p.repeats) if gpu else math.nan
     rows = []
     for spec in ctx.progress(specs(p.matrices), desc="tsparse"):
         A = check_square(spec.build(), spec.name)
-        row = measure(spec.name, spec.kind, A, p, gpu, gb)
+        row = measure(spec.name, spec.kind, A, p, gpu, gb, kernels_dir)
         row["ceiling_s"] = row["pairs"] * PAIR_FLOPS / tc_rate
         row["ceiling_speedup"] = row["t_cusparse_fp32"] / row["ceiling_s"]
         log.info("%s: fill %.3f, %d pairs, ours %.3g s", spec.name, row["fill"], row["pairs"], row["t_ours"])
