@@ -95,6 +95,19 @@ def _nonempty_rows(bits: torch.Tensor) -> torch.Tensor:
     return ((bits != 0).to(torch.int64) * _BIT.to(bits.device)).sum(-1).to(torch.uint8)
 
 
+def _segment_or(row_bytes: torch.Tensor, group: torch.Tensor, n_groups: int) -> torch.Tensor:
+    """(n_groups, 8) uint8: the OR of the (P, 8) row bytes of each group, bit plane by bit plane (the
+    8 bytes as one int64; torch has no OR reduction): P int64s of memory, not the 64 bools a pair
+    that unpacking would take."""
+    words = row_bytes.contiguous().view(torch.int64).view(-1)
+    out = torch.zeros(n_groups, dtype=torch.int64, device=row_bytes.device)
+    for b in range(T * T):
+        plane = torch.zeros(n_groups, dtype=torch.int64, device=row_bytes.device)
+        plane.scatter_reduce_(0, group, (words >> b) & 1, reduce="amax")
+        out |= plane << b
+    return out.view(torch.uint8).view(n_groups, T)
+
+
 @dataclass
 class Pairs:
     """The task list: output tile o multiplies pairs group_ptr[o]:group_ptr[o + 1] of (pair_a, pair_b)."""
@@ -147,11 +160,7 @@ def symbolic(A: Tiled, B: Tiled) -> Pairs:
         has_k = ((a_bits >> k) & 1).bool()
         prod |= torch.where(has_k, b_bits[:, k:k + 1], torch.zeros_like(b_bits[:, :1]))
     group = torch.repeat_interleave(torch.arange(out_key.numel(), device=dev), counts)
-    set_bits = ((prod.to(torch.int64)[:, :, None] >> torch.arange(T, device=dev)) & 1).bool()  # (P, r, c)
-    p, r, c = set_bits.nonzero(as_tuple=True)
-    occupied = torch.zeros(out_key.numel() * T * T, dtype=torch.bool, device=dev)
-    occupied[group[p] * (T * T) + r * T + c] = True
-    out_bits = (occupied.view(-1, T, T).to(torch.int64) * _BIT.to(dev)).sum(-1).to(torch.uint8)
+    out_bits = _segment_or(prod, group, out_key.numel())
     return Pairs((A.shape[0], B.shape[1]), pa.to(torch.int32), pb.to(torch.int32), group_ptr.to(torch.int32),
                  out_key // ntc, out_key % ntc, out_bits, candidates)
 
