@@ -170,7 +170,8 @@ def assemble(pairs: Pairs, out_vals: torch.Tensor) -> tuple[torch.Tensor, torch.
     values (n_out, 8, 8) and the bitmaps: every structural entry, in row then column order."""
     dev = out_vals.device
     m = pairs.shape[0]
-    set_bits = ((pairs.out_bits.to(torch.int64)[:, :, None] >> torch.arange(T, device=dev)) & 1).bool()
+    shifts = torch.arange(T, dtype=torch.uint8, device=dev)
+    set_bits = ((pairs.out_bits[:, :, None] >> shifts) & 1).bool()  # (n_out, r, c), one byte an entry
     t, r, c = set_bits.nonzero(as_tuple=True)  # tile-major, then row, then column
     rows = pairs.out_row[t] * T + r
     cols = pairs.out_col[t] * T + c
