@@ -28,7 +28,8 @@ LOCK = REPO / "tools" / "wheelhouse.txt"
 GPU_STEP_MODULES = ("repro.pipeline.run", "repro.kernels.build")
 # import name -> distribution name, where they differ (others: the import name, canonicalised)
 DISTRIBUTION = {"yaml": "pyyaml", "hydra": "hydra-core", "cupy": "cupy-cuda13x", "cupyx": "cupy-cuda13x",
-                "cupy_backends": "cupy-cuda13x", "PIL": "pillow", "sklearn": "scikit-learn", "skimage": "scikit-image"}
+                "cupy_backends": "cupy-cuda13x", "PIL": "pillow", "sklearn": "scikit-learn", "skimage": "scikit-image",
+                "graphblas": "python-graphblas"}
 
 
 def image_packages() -> set[str]:
@@ -121,7 +122,7 @@ def test_a_package_missing_from_the_lock_is_named_with_its_importers(imports):
     lock = set(lock_pins(LOCK.read_text())) - {"pyamg"}
     problems = uncovered(imports, image_packages() | lock)
     assert len(problems) == 1 and problems[0].startswith("pyamg (imported by ")
-    assert "repro.papers.sptrsv.matrices" in problems[0]
+    assert "repro.data.matrices" in problems[0]
 
 
 def test_the_lock_keeps_pyprojects_pins():

@@ -9,7 +9,7 @@
 #       already has (fails, naming the package, where the image's version does not fit)
 #
 # Either way it then checks that every requirement of the installed packages is met (pip check)
-# and that snakemake, hydra, omegaconf and the GPU steps' pyamg, pymetis and mtkahypar import.
+# and that snakemake, hydra, omegaconf and the GPU steps' pyamg, pymetis, mtkahypar and graphblas import.
 # Messages go to stderr, the export line to stdout.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -31,7 +31,7 @@ wheels=("$dir"/*.whl)
 ((${#wheels[@]})) || { echo "install_wheelhouse.sh: no wheels in $dir/ (run tools/wheelhouse.sh)" >&2; exit 1; }
 
 if ((into_env)); then
-  roots=(snakemake hydra-core omegaconf pyamg pymetis mtkahypar)
+  roots=(snakemake hydra-core omegaconf pyamg pymetis mtkahypar python-graphblas)
   compgen -G "$dir/mlflow-[0-9]*.whl" >/dev/null && roots+=(mlflow)
   python3 -m pip install -q --no-index --find-links "$dir" -c "$repo/containers/constraints.txt" "${roots[@]}" >&2
 else
@@ -54,6 +54,6 @@ if [[ -n $problems ]]; then
   echo "$problems" >&2
   exit 1
 fi
-python3 -c 'import snakemake, hydra, omegaconf, pyamg, pymetis, mtkahypar' >&2
+python3 -c 'import snakemake, hydra, omegaconf, pyamg, pymetis, mtkahypar, graphblas' >&2
 echo "installed ${#wheels[@]} wheels; snakemake $(python3 -m snakemake --version) imports" >&2
 ((into_env)) || echo "export PYTHONPATH=$target\${PYTHONPATH:+:\$PYTHONPATH}"

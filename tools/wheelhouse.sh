@@ -41,8 +41,8 @@ LOCK=tools/wheelhouse.txt
 LOCK_MLFLOW=tools/wheelhouse-mlflow.txt
 # pysz: SZ3, the comet_sz3 reference (CPU); pyamg, pymetis, mtkahypar, simpy: imported by the GPU
 # steps sptrsv/* (pyamg's matrices), gpucache/reorder (its partitions) and caramel/timelines (the
-# caramel package's SimPy model)
-ROOTS=(snakemake hydra-core omegaconf pysz pyamg pymetis mtkahypar simpy)
+# caramel package's SimPy model); python-graphblas: SuiteSparse:GraphBLAS, tsparse/spgemm's CPU baseline
+ROOTS=(snakemake hydra-core omegaconf pysz pyamg pymetis mtkahypar simpy python-graphblas)
 # The GPU machine's Python is 3.12.3, Ubuntu 24.04's (glibc 2.39; glibc not read there): wheels
 # for manylinux up to 2_34 (cryptography's) are assumed to load.
 TARGET=(--python-version 3.12 --implementation cp

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from repro.papers.sparse_gemm import interpreter, patterns
+from repro.kernels import triton_interpreter as interpreter
+from repro.papers.sparse_gemm import patterns
 from repro.papers.sparse_gemm.packing import expand, pack
 from repro.papers.sparse_gemm.tuner import tolerance
 

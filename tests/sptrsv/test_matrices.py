@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from repro.papers.sptrsv import matrices as M
+from repro.data import matrices as M
 from repro.papers.sptrsv import schedule
 
 

@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve_triangular
 
-from repro.papers.sptrsv import matrices as M
+from repro.data import matrices as M
 from repro.papers.sptrsv import schedule
 
 CASES = {

@@ -15,7 +15,7 @@ from scipy.sparse.linalg import spsolve_triangular
 from repro import layout
 from repro.kernels.build import build
 from repro.experiment import Context, load_entry
-from repro.papers.sptrsv import matrices as M
+from repro.data import matrices as M
 from repro.papers.sptrsv import multi, schedule
 from repro.papers.sptrsv.bench import geomean, summarize
 from repro.papers.sptrsv.experiment import EmulationParams, MultiGPUParams, SingleGPUParams

@@ -17,7 +17,7 @@ cupy = pytest.importorskip("cupy")
 torch = pytest.importorskip("torch")
 
 from repro.experiment import Context  # noqa: E402
-from repro.papers.sptrsv import matrices as M  # noqa: E402
+from repro.data import matrices as M  # noqa: E402
 from repro.papers.sptrsv import multi  # noqa: E402
 from repro.papers.sptrsv.experiment import MultiGPUParams, SingleGPUParams, multi_gpu, single_gpu  # noqa: E402
 from repro.papers.sptrsv.solve import solvers, upload  # noqa: E402

@@ -36,7 +36,7 @@ if not torch.cuda.is_available():
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from repro.papers.sparse_gemm import interpreter  # noqa: E402
+from repro.kernels import triton_interpreter as interpreter  # noqa: E402
 from repro.papers.sparse_gemm.packing import K_ALIGN as _K_ALIGN, Packed  # noqa: E402
 
 if interpreter.interpreting():

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from repro.papers.sptrsv import schedule
-from repro.papers.sptrsv.matrices import MatrixSpec
+from repro.data.matrices import MatrixSpec
 from repro.papers.sptrsv.solve import THREADS
 
 OURS = ("levelset", "syncfree_warp", "syncfree_thread", "syncfree_levels", "syncfree_push", "syncfree_pull",

@@ -23,7 +23,7 @@ import pandas as pd
 from repro import kernels
 from repro.experiment import Context, Result, experiment
 from repro.papers.sptrsv import schedule
-from repro.papers.sptrsv.matrices import specs
+from repro.data.matrices import specs
 
 
 def _small_matrices() -> list[dict]:

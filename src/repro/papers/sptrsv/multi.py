@@ -33,7 +33,7 @@ import scipy.sparse as sp
 
 from repro import kernels
 from repro.papers.sptrsv import schedule
-from repro.papers.sptrsv.matrices import MatrixSpec
+from repro.data.matrices import MatrixSpec
 
 STEM = "sptrsv_multi"
 THREADS = 256

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from repro.papers.sptrsv.matrices import check_lower
+from repro.data.matrices import check_lower
 
 
 @dataclass(frozen=True)

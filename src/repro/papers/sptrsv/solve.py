@@ -32,7 +32,7 @@ import scipy.sparse as sp
 
 from repro import kernels
 from repro.papers.sptrsv import schedule
-from repro.papers.sptrsv.matrices import check_lower
+from repro.data.matrices import check_lower
 
 STEM = "sptrsv"
 THREADS = 256  # also the rows per chunk of the v2 kernels (CHUNK in sptrsv.cu)

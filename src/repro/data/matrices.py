@@ -1,6 +1,6 @@
-"""The lower-triangular test matrices and their dependency statistics.
+"""Generated sparse test matrices and the checks they pass (shared by sptrsv and tsparse).
 
-Generated families (deep dependency chains, 1e5 to 1e7 rows at paper scale):
+Lower-triangular families (SpTRSV's deep dependency chains, 1e5 to 1e7 rows at paper scale):
 
 - ``poisson``: the IC(0) lower factor of the 2D 5-point or 3D 7-point Poisson matrix in natural
   order (``factor="ic0"``), or ILU(0)'s unit lower factor (``factor="ilu0"``; for a symmetric
@@ -11,8 +11,21 @@ Generated families (deep dependency chains, 1e5 to 1e7 rows at paper scale):
 - ``banded``: every entry of a lower band of width ``bandwidth`` kept with probability ``density``.
 - ``gallery``: the lower triangle of a small real matrix shipped by PyAMG (``pyamg.gallery``).
 
-Random families put off-diagonal values in [-1, 1] and make each diagonal larger than its row's
-off-diagonal sum, so solutions stay bounded. Every matrix goes through :func:`check_lower`.
+General square families (SpGEMM operands, chosen to span the fill of small dense tiles):
+
+- ``laplacian``: the 2D 5-point or 3D 7-point Poisson operator itself (values 2d and -1).
+- ``fem``: a banded finite-element-like matrix: a chain of nodes with ``dofs`` unknowns each, every
+  node coupled to the nodes within ``reach`` by a dense dofs x dofs block (dense blocks on a band:
+  high tile fill).
+- ``block_diagonal``: dense-ish diagonal blocks of ``block`` rows, each entry kept with
+  probability ``density`` (the diagonal always).
+- ``rmat``: an R-MAT power-law graph (Chakrabarti, Zhan, Faloutsos, SDM 2004) of 2^scale vertices
+  and edge_factor * 2^scale edges, Graph500's quadrant probabilities by default (low tile fill).
+- ``gallery_full``: one of PyAMG's small real matrices, whole.
+
+Random families put off-diagonal values in [-1, 1]; the lower-triangular ones make each diagonal
+larger than its row's off-diagonal sum, so solutions stay bounded. Every lower matrix goes through
+:func:`check_lower`, every general one through :func:`check_square`.
 """
 
 from __future__ import annotations
@@ -27,7 +40,30 @@ GALLERY = ("airfoil", "bar", "knot", "unit_square", "unit_cube", "recirc_flow", 
 
 
 class MatrixError(ValueError):
-    """A matrix a triangular solve cannot take; the message names the problem and where."""
+    """A matrix an experiment cannot take; the message names the problem and where."""
+
+
+def check_square(A, name: str = "A") -> sp.csr_matrix:
+    """Canonical CSR (duplicates summed, sorted, int32 indices, float64) of a square real matrix
+    with finite values; otherwise MatrixError naming the problem."""
+    if not sp.issparse(A):
+        raise MatrixError(f"{name}: expected a scipy.sparse matrix, got {type(A).__name__}")
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise MatrixError(f"{name}: must be square, got shape {A.shape}")
+    if A.dtype.kind not in "fiu":
+        raise MatrixError(f"{name}: must be real, got dtype {A.dtype}")
+    A = sp.csr_matrix(A, dtype=np.float64)
+    A.sum_duplicates()
+    A.sort_indices()
+    if A.shape[0] == 0:
+        raise MatrixError(f"{name}: has no rows")
+    bad = ~np.isfinite(A.data)
+    if bad.any():
+        k = int(np.argmax(bad))
+        row = int(np.searchsorted(A.indptr, k, side="right") - 1)
+        raise MatrixError(f"{name}: non-finite value {A.data[k]} at ({row}, {A.indices[k]})")
+    return sp.csr_matrix((A.data, A.indices.astype(np.int32), A.indptr.astype(np.int64 if A.nnz >= 2**31 else np.int32)),
+                         shape=A.shape)
 
 
 def check_lower(L, name: str = "L") -> sp.csr_matrix:
@@ -146,34 +182,120 @@ def banded(n: int, bandwidth: int = 16, density: float = 0.25, seed: int = 0) ->
 
 def gallery(example: str) -> sp.csr_matrix:
     """The lower triangle of PyAMG's example matrix ``example`` (one of GALLERY)."""
+    return check_lower(sp.tril(_load_example(example)), f"gallery:{example}")
+
+
+def laplacian(shape: tuple[int, ...]) -> sp.csr_matrix:
+    """The 2D 5-point or 3D 7-point Poisson operator on a grid of ``shape`` (x fastest)."""
+    if len(shape) not in (2, 3) or any(int(s) < 1 for s in shape):
+        raise MatrixError(f"laplacian: shape must be 2 or 3 positive sizes, got {shape!r}")
+    shape = tuple(int(s) for s in shape)
+    A = sp.csr_matrix((math.prod(shape),) * 2)
+    for a in range(len(shape)):
+        term = sp.identity(1)
+        for b in reversed(range(len(shape))):  # kron(..., z, y, x): x fastest
+            f = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(shape[b], shape[b])) if b == a else sp.identity(shape[b])
+            term = sp.kron(term, f)
+        A = A + term
+    return check_square(A, f"laplacian{shape}")
+
+
+def fem(nodes: int, dofs: int = 3, reach: int = 2, seed: int = 0) -> sp.csr_matrix:
+    """A symmetric banded FEM-like matrix: ``nodes`` nodes of ``dofs`` unknowns on a chain, node i
+    coupled to every node within ``reach`` by a dense dofs x dofs block of values in [-1, 1]."""
+    if nodes < 1 or dofs < 1 or reach < 0:
+        raise MatrixError(f"fem: need nodes, dofs >= 1 and reach >= 0; got nodes={nodes}, dofs={dofs}, reach={reach}")
+    rng = np.random.default_rng(seed)
+    offs = np.arange(-reach, reach + 1)
+    ni = np.repeat(np.arange(nodes), offs.size)
+    nj = ni + np.tile(offs, nodes)
+    keep = (nj >= 0) & (nj < nodes) & (nj >= ni)  # upper node pairs; mirrored below
+    ni, nj = ni[keep], nj[keep]
+    d = np.arange(dofs)
+    rows = (ni[:, None, None] * dofs + d[None, :, None]).repeat(dofs, axis=2).ravel()
+    cols = (nj[:, None, None] * dofs + d[None, None, :]).repeat(dofs, axis=1).ravel()
+    vals = rng.uniform(-1.0, 1.0, rows.size)
+    n = nodes * dofs
+    U = sp.coo_matrix((vals, (rows, cols)), shape=(n, n)).tocsr()
+    return check_square(sp.triu(U) + sp.triu(U, k=1).T, f"fem(nodes={nodes}, dofs={dofs})")
+
+
+def block_diagonal(n: int, block: int = 16, density: float = 0.5, seed: int = 0) -> sp.csr_matrix:
+    """Diagonal blocks of ``block`` rows (the last one shorter), each entry kept with probability
+    ``density``, the diagonal always; values in [-1, 1]."""
+    if n < 1 or block < 1 or not 0 < density <= 1:
+        raise MatrixError(f"block_diagonal: need n, block >= 1 and 0 < density <= 1; got n={n}, block={block}, "
+                          f"density={density}")
+    rng = np.random.default_rng(seed)
+    rows = np.repeat(np.arange(n), block)
+    cols = (rows // block) * block + np.tile(np.arange(block), n)
+    keep = (cols < n) & ((rng.random(rows.size) < density) | (rows == cols))
+    rows, cols = rows[keep], cols[keep]
+    return check_square(sp.coo_matrix((rng.uniform(-1.0, 1.0, rows.size), (rows, cols)), shape=(n, n)),
+                        f"block_diagonal(n={n})")
+
+
+def rmat(scale: int, edge_factor: int = 8, probs: tuple[float, float, float, float] = (0.57, 0.19, 0.19, 0.05),
+         seed: int = 0) -> sp.csr_matrix:
+    """An R-MAT graph's adjacency with values in [-1, 1]: 2^scale vertices, edge_factor * 2^scale
+    edges each placed by ``scale`` recursive quadrant choices (a, b, c, d; Graph500's by default),
+    duplicates summed, vertex labels randomly permuted (as Graph500 does, so hubs are not all in the
+    first tile rows)."""
+    if scale < 1 or edge_factor < 1 or len(probs) != 4 or min(probs) < 0 or not math.isclose(sum(probs), 1.0):
+        raise MatrixError(f"rmat: need scale, edge_factor >= 1 and 4 probabilities summing to 1; got scale={scale}, "
+                          f"edge_factor={edge_factor}, probs={probs}")
+    rng = np.random.default_rng(seed)
+    n, m = 1 << scale, edge_factor << scale
+    rows = np.zeros(m, dtype=np.int64)
+    cols = np.zeros(m, dtype=np.int64)
+    cum = np.cumsum(probs)
+    for bit in range(scale):
+        q = np.searchsorted(cum, rng.random(m), side="right").clip(max=3)
+        rows |= (q >> 1) << bit
+        cols |= (q & 1) << bit
+    perm = rng.permutation(n)
+    return check_square(sp.coo_matrix((rng.uniform(-1.0, 1.0, m), (perm[rows], perm[cols])), shape=(n, n)),
+                        f"rmat(scale={scale})")
+
+
+def gallery_full(example: str) -> sp.csr_matrix:
+    """PyAMG's example matrix ``example`` (one of GALLERY), whole."""
+    return check_square(_load_example(example), f"gallery:{example}")
+
+
+def _load_example(example: str):
     if example not in GALLERY:
         raise MatrixError(f"gallery: unknown example {example!r}; choose from {', '.join(GALLERY)}")
     try:
         from pyamg.gallery import load_example
     except ImportError:
         raise MatrixError(f"gallery:{example}: needs PyAMG (pip install pyamg)") from None
-    return check_lower(sp.tril(load_example(example)["A"]), f"gallery:{example}")
+    return load_example(example)["A"]
 
 
 @dataclass(frozen=True)
 class MatrixSpec:
-    """One matrix of an experiment: ``kind`` (poisson, powerlaw, banded, gallery) and its arguments."""
+    """One matrix of an experiment: ``kind`` (a key of MAKERS) and its arguments."""
 
     name: str
     kind: str
     args: dict
 
     def build(self) -> sp.csr_matrix:
-        makers = {"poisson": poisson, "powerlaw": powerlaw, "banded": banded, "gallery": gallery}
-        if self.kind not in makers:
-            raise MatrixError(f"matrix {self.name}: unknown kind {self.kind!r}; choose from {', '.join(makers)}")
+        if self.kind not in MAKERS:
+            raise MatrixError(f"matrix {self.name}: unknown kind {self.kind!r}; choose from {', '.join(MAKERS)}")
         args = dict(self.args)
-        if self.kind == "poisson":
-            args["shape"] = tuple(args["shape"])
+        for key in ("shape", "probs"):
+            if key in args:
+                args[key] = tuple(args[key])
         try:
-            return makers[self.kind](**args)
+            return MAKERS[self.kind](**args)
         except TypeError as exc:
             raise MatrixError(f"matrix {self.name}: {exc}") from None
+
+
+MAKERS = {"poisson": poisson, "powerlaw": powerlaw, "banded": banded, "gallery": gallery, "laplacian": laplacian,
+          "fem": fem, "block_diagonal": block_diagonal, "rmat": rmat, "gallery_full": gallery_full}
 
 
 def specs(entries: list[dict]) -> list[MatrixSpec]:

@@ -1,9 +1,10 @@
-"""Triton's interpreter (TRITON_INTERPRET=1, how the kernels run on a CPU) with the GPU's bf16
-arithmetic: numpy has no bf16, so the interpreter keeps bf16 values as their uint16 bits, and its
-tl.dot multiplies those bits as integers, and its fp32 -> bf16 cast truncates. `patch()` widens bf16
-dot operands to fp32 first (exact, as the tensor cores multiply bf16 exactly into fp32) and rounds
-fp32 -> bf16 to nearest even (cvt.rn.bf16.f32). Needs triton >= 3.7 beside numpy >= 2.4 (3.6's
-interpreter converts 1-element arrays with int(), which numpy 2.4 refuses)."""
+"""Triton's interpreter (TRITON_INTERPRET=1, how the Triton kernels of sparse_gemm and tsparse run
+on a CPU) with the GPU's bf16 arithmetic: numpy has no bf16, so the interpreter keeps bf16 values as
+their uint16 bits, and its tl.dot multiplies those bits as integers, and its fp32 -> bf16 cast
+truncates. `patch()` widens bf16 dot operands to fp32 first (exact, as the tensor cores multiply
+bf16 exactly into fp32) and rounds fp32 -> bf16 to nearest even (cvt.rn.bf16.f32). Needs
+triton >= 3.7 beside numpy >= 2.4 (3.6's interpreter converts 1-element arrays with int(), which
+numpy 2.4 refuses)."""
 
 from __future__ import annotations
 

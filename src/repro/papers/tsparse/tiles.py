@@ -1,0 +1,183 @@
+"""tSparse's tiled format and its two phases around the tile products (Zachariadis et al., Comp. &
+Elec. Eng. 88, 2020): a sparse matrix cut into 8x8 tiles, only the non-empty ones kept, each with a
+64-bit occupancy bitmap and its values as a dense 8x8 block in half precision.
+
+- :func:`tile`: CSR -> tiles (a CSR over tile rows: ``ptr``, ``col``; ``bits`` as 8 row bytes,
+  bit c of byte r set where (r, c) is stored; ``vals`` dense (n_tiles, 8, 8) in fp16 or bf16).
+- :func:`symbolic`: the tile pattern product and the task list. For every stored A tile (i, k) and
+  every stored B tile (k, j): a pair, dropped when A's occupied columns miss B's occupied rows (the
+  bitmaps say the 8x8 product is structurally zero); the pairs sorted by output tile (i, j), so
+  each output tile's pairs are one contiguous group (``group_ptr``); each output tile's bitmap is
+  the OR over its pairs of the boolean 8x8 products of the bitmaps. An ESC (expand, sort, compress)
+  over tiles in torch: one code for the CPU and the GPU.
+- :func:`assemble`: the output tiles (fp32 values, their bitmaps) back to CSR, entries in row and
+  column order, the structural pattern kept (an entry whose products cancel stays, as zero).
+
+All torch, on whatever device the inputs are; nothing here imports Triton or CuPy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+T = 8  # the tile edge: the paper's 8x8 tiles (one 64-bit bitmap each)
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+_BIT = 2 ** torch.arange(T)  # bit c of a row byte is column c
+
+
+@dataclass
+class Tiled:
+    """A matrix as its non-empty 8x8 tiles, in tile-row order then tile-column order."""
+
+    shape: tuple[int, int]
+    ptr: torch.Tensor  # (tile rows + 1,) int64: tile-row i's tiles are ptr[i]:ptr[i + 1]
+    row: torch.Tensor  # (n_tiles,) int64 tile row
+    col: torch.Tensor  # (n_tiles,) int64 tile column
+    bits: torch.Tensor  # (n_tiles, 8) uint8 row bytes
+    vals: torch.Tensor  # (n_tiles, 8, 8) the values, zero where no entry
+    nnz: int
+
+    @property
+    def n_tiles(self) -> int:
+        return int(self.col.numel())
+
+    @property
+    def fill(self) -> float:
+        """Mean fill of the stored tiles: entries / (tiles x 64)."""
+        return self.nnz / max(self.n_tiles * T * T, 1)
+
+    @property
+    def tile_shape(self) -> tuple[int, int]:
+        return -(-self.shape[0] // T), -(-self.shape[1] // T)
+
+
+def csr_tensors(A, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(indptr, indices, data) of a SciPy CSR matrix as int64/int64/float32 tensors on ``device``."""
+    return (torch.as_tensor(A.indptr.astype(np.int64), device=device),
+            torch.as_tensor(A.indices.astype(np.int64), device=device),
+            torch.as_tensor(A.data.astype(np.float32), device=device))
+
+
+def tile(indptr: torch.Tensor, indices: torch.Tensor, data: torch.Tensor, shape: tuple[int, int],
+         dtype: torch.dtype = torch.float16) -> Tiled:
+    """The 8x8 tiling of a CSR matrix (sorted or not; no duplicates) with values cast to ``dtype``."""
+    dev = indptr.device
+    m, n = shape
+    rows = torch.repeat_interleave(torch.arange(m, device=dev), indptr[1:] - indptr[:-1])
+    ntr, ntc = -(-m // T), -(-n // T)
+    key = (rows // T) * ntc + indices // T
+    keys, inv = torch.unique(key, sorted=True, return_inverse=True)
+    slot = inv * (T * T) + (rows % T) * T + indices % T
+    vals = torch.zeros(keys.numel() * T * T, dtype=torch.float32, device=dev)
+    vals[slot] = data.to(torch.float32)
+    occupied = torch.zeros(keys.numel() * T * T, dtype=torch.bool, device=dev)
+    occupied[slot] = True
+    bits = (occupied.view(-1, T, T).to(torch.int64) * _BIT.to(dev)).sum(-1).to(torch.uint8)
+    trow = keys // ntc
+    ptr = torch.zeros(ntr + 1, dtype=torch.int64, device=dev)
+    ptr[1:] = torch.cumsum(torch.bincount(trow, minlength=ntr), 0)
+    return Tiled((m, n), ptr, trow, keys % ntc, bits, vals.view(-1, T, T).to(dtype), int(indices.numel()))
+
+
+def _or_rows(bits: torch.Tensor) -> torch.Tensor:
+    """The OR of each tile's 8 row bytes: its occupied columns."""
+    out = torch.zeros(bits.shape[0], dtype=torch.uint8, device=bits.device)
+    for r in range(T):
+        out |= bits[:, r]
+    return out
+
+
+def _nonempty_rows(bits: torch.Tensor) -> torch.Tensor:
+    """A byte per tile, bit r set where row r has an entry."""
+    return ((bits != 0).to(torch.int64) * _BIT.to(bits.device)).sum(-1).to(torch.uint8)
+
+
+def _segment_or(row_bytes: torch.Tensor, group: torch.Tensor, n_groups: int) -> torch.Tensor:
+    """(n_groups, 8) uint8: the OR of the (P, 8) row bytes of each group, bit plane by bit plane (the
+    8 bytes as one int64; torch has no OR reduction): P int64s of memory, not the 64 bools a pair
+    that unpacking would take."""
+    words = row_bytes.contiguous().view(torch.int64).view(-1)
+    out = torch.zeros(n_groups, dtype=torch.int64, device=row_bytes.device)
+    for b in range(T * T):
+        plane = torch.zeros(n_groups, dtype=torch.int64, device=row_bytes.device)
+        plane.scatter_reduce_(0, group, (words >> b) & 1, reduce="amax")
+        out |= plane << b
+    return out.view(torch.uint8).view(n_groups, T)
+
+
+@dataclass
+class Pairs:
+    """The task list: output tile o multiplies pairs group_ptr[o]:group_ptr[o + 1] of (pair_a, pair_b)."""
+
+    shape: tuple[int, int]
+    pair_a: torch.Tensor  # (P,) int32 A tile index
+    pair_b: torch.Tensor  # (P,) int32 B tile index
+    group_ptr: torch.Tensor  # (n_out + 1,) int32
+    out_row: torch.Tensor  # (n_out,) int64 tile row of each output tile
+    out_col: torch.Tensor  # (n_out,) int64 tile column
+    out_bits: torch.Tensor  # (n_out, 8) uint8 row bytes of each output tile
+    candidates: int  # pairs before the bitmap test
+
+    @property
+    def n_pairs(self) -> int:
+        return int(self.pair_a.numel())
+
+    @property
+    def n_out(self) -> int:
+        return int(self.out_row.numel())
+
+
+def symbolic(A: Tiled, B: Tiled) -> Pairs:
+    """The tile pattern product of A and B, its task list grouped by output tile, and the output
+    tiles' bitmaps."""
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"inner dimensions differ: A is {A.shape}, B is {B.shape}")
+    dev = A.ptr.device
+    # expand: every A tile (i, k) meets every B tile of tile row k
+    per_a = B.ptr[A.col + 1] - B.ptr[A.col]
+    pa = torch.repeat_interleave(torch.arange(A.n_tiles, device=dev), per_a)
+    start = torch.cumsum(per_a, 0) - per_a
+    pb = B.ptr[A.col[pa]] + torch.arange(pa.numel(), device=dev) - start[pa]
+    candidates = int(pa.numel())
+    # the bitmap test: A's occupied columns against B's occupied rows
+    keep = (_or_rows(A.bits)[pa] & _nonempty_rows(B.bits)[pb]) != 0
+    pa, pb = pa[keep], pb[keep]
+    # sort by output tile, compress into groups
+    ntc = B.tile_shape[1]
+    key = A.row[pa] * ntc + B.col[pb]
+    key, order = torch.sort(key, stable=True)
+    pa, pb = pa[order], pb[order]
+    out_key, counts = torch.unique_consecutive(key, return_counts=True)
+    group_ptr = torch.zeros(out_key.numel() + 1, dtype=torch.int64, device=dev)
+    group_ptr[1:] = torch.cumsum(counts, 0)
+    # each output tile's bitmap: row byte r = OR over pairs, over k in A's row r, of B's row byte k
+    a_bits, b_bits = A.bits[pa], B.bits[pb]
+    prod = torch.zeros_like(a_bits)
+    for k in range(T):
+        has_k = ((a_bits >> k) & 1).bool()
+        prod |= torch.where(has_k, b_bits[:, k:k + 1], torch.zeros_like(b_bits[:, :1]))
+    group = torch.repeat_interleave(torch.arange(out_key.numel(), device=dev), counts)
+    out_bits = _segment_or(prod, group, out_key.numel())
+    return Pairs((A.shape[0], B.shape[1]), pa.to(torch.int32), pb.to(torch.int32), group_ptr.to(torch.int32),
+                 out_key // ntc, out_key % ntc, out_bits, candidates)
+
+
+def assemble(pairs: Pairs, out_vals: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """CSR (indptr int64, indices int64, data float32) of the product from its output tiles'
+    values (n_out, 8, 8) and the bitmaps: every structural entry, in row then column order."""
+    dev = out_vals.device
+    m = pairs.shape[0]
+    shifts = torch.arange(T, dtype=torch.uint8, device=dev)
+    set_bits = ((pairs.out_bits[:, :, None] >> shifts) & 1).bool()  # (n_out, r, c), one byte an entry
+    t, r, c = set_bits.nonzero(as_tuple=True)  # tile-major, then row, then column
+    rows = pairs.out_row[t] * T + r
+    cols = pairs.out_col[t] * T + c
+    data = out_vals[t, r, c]
+    # tiles are in (tile row, tile column) order, so one stable sort by row leaves columns sorted
+    rows, order = torch.sort(rows, stable=True)
+    indptr = torch.zeros(m + 1, dtype=torch.int64, device=dev)
+    indptr[1:] = torch.cumsum(torch.bincount(rows, minlength=m), 0)
+    return indptr, cols[order], data[order].to(torch.float32)
