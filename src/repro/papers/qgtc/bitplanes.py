@@ -109,12 +109,13 @@ def bitgemm(a: Planes, b: Planes, skip_zero_tiles: bool = True) -> tuple[np.ndar
             if not len(rows_t):
                 continue
             a_words = at[rows_t, :, kt, :]  # (t, 16, 8)
-            for j in range(b.bits):
-                b_words = b.words[j][:, kt * WORDS_PER_K_TILE:(kt + 1) * WORDS_PER_K_TILE]  # (N, 8)
-                pop = np.bitwise_count(a_words[:, :, None, :] & b_words[None, None, :, :]).sum(axis=3, dtype=np.int64)
-                rows = (rows_t[:, None] * TILE_M + np.arange(TILE_M)).ravel()
-                c[rows] += pop.reshape(-1, npad) << (i + j)
-                mmas += len(rows_t) * n_tiles
+            b_words = b.words[:, :, kt * WORDS_PER_K_TILE:(kt + 1) * WORDS_PER_K_TILE]  # (b_bits, N, 8)
+            # every B plane j at once: popcount(A_i AND B_j) over the tile's 8 words, weighted 2^(i+j)
+            pop = np.bitwise_count(a_words[:, :, None, None, :] & b_words[None, None]).sum(axis=4, dtype=np.int64)
+            weighted = (pop << (i + np.arange(b.bits, dtype=np.int64))[:, None]).sum(axis=2)  # (t, 16, N)
+            rows = (rows_t[:, None] * TILE_M + np.arange(TILE_M)).ravel()
+            c[rows] += weighted.reshape(-1, npad)
+            mmas += len(rows_t) * n_tiles * b.bits
     return c[:a.rows, :b.rows], GemmStats(tiles, skipped, mmas)
 
 
