@@ -97,25 +97,26 @@ def bitgemm(a: Planes, b: Planes, skip_zero_tiles: bool = True) -> tuple[np.ndar
     npad = b.words.shape[1]
     m_tiles, k_tiles, n_tiles = mp // TILE_M, kw // WORDS_PER_K_TILE, -(-npad // TILE_N)
     c = np.zeros((mp, npad), np.int64)
-    tiles = skipped = mmas = 0
-    for i in range(a.bits):
-        # a tile's words: (m_tiles, 16, k_tiles, 8) -> which tiles hold any bit
-        at = a.words[i].reshape(m_tiles, TILE_M, k_tiles, WORDS_PER_K_TILE)
-        nonzero = at.any(axis=(1, 3)) if skip_zero_tiles else np.ones((m_tiles, k_tiles), bool)
-        tiles += m_tiles * k_tiles
-        skipped += int((~nonzero).sum())
-        for kt in range(k_tiles):
-            rows_t = np.flatnonzero(nonzero[:, kt])
-            if not len(rows_t):
-                continue
-            a_words = at[rows_t, :, kt, :]  # (t, 16, 8)
-            b_words = b.words[:, :, kt * WORDS_PER_K_TILE:(kt + 1) * WORDS_PER_K_TILE]  # (b_bits, N, 8)
-            # every B plane j at once: popcount(A_i AND B_j) over the tile's 8 words, weighted 2^(i+j)
-            pop = np.bitwise_count(a_words[:, :, None, None, :] & b_words[None, None]).sum(axis=4, dtype=np.int64)
-            weighted = (pop << (i + np.arange(b.bits, dtype=np.int64))[:, None]).sum(axis=2)  # (t, 16, N)
-            rows = (rows_t[:, None] * TILE_M + np.arange(TILE_M)).ravel()
-            c[rows] += weighted.reshape(-1, npad)
-            mmas += len(rows_t) * n_tiles * b.bits
+    # a tile's words per plane: (a_bits, m_tiles, 16, k_tiles, 8) -> which tiles of which plane hold any bit
+    at = a.words.reshape(a.bits, m_tiles, TILE_M, k_tiles, WORDS_PER_K_TILE)
+    nonzero = at.any(axis=(2, 4)) if skip_zero_tiles else np.ones((a.bits, m_tiles, k_tiles), bool)
+    tiles, skipped = a.bits * m_tiles * k_tiles, int((~nonzero).sum())
+    mmas = int(nonzero.sum()) * b.bits * n_tiles  # per non-empty A tile: every B plane, every n tile
+    weights = np.left_shift(1, np.arange(a.bits)[:, None] + np.arange(b.bits)[None, :]).astype(np.int64)  # 2^(i+j)
+    for kt in range(k_tiles):
+        # row tiles with a bit in some plane; a plane's empty tile contributes zero, as the kernel's jump
+        rows_t = np.flatnonzero(nonzero[:, :, kt].any(axis=0))
+        if not len(rows_t):
+            continue
+        a_words = at[:, :, :, kt, :][:, rows_t] * nonzero[:, rows_t, kt][:, :, None, None]  # (a_bits, t, 16, 8)
+        b_words = b.words[:, :, kt * WORDS_PER_K_TILE:(kt + 1) * WORDS_PER_K_TILE]  # (b_bits, N, 8)
+        # popcount(A_i AND B_j) over the tile's 8 words (read as 4 uint64: the same bits, half the
+        # elements), for every plane pair, weighted 2^(i+j)
+        a64, b64 = a_words.view(np.uint64), np.ascontiguousarray(b_words).view(np.uint64)
+        pop = np.bitwise_count(a64[:, :, :, None, None, :] & b64[None, None, None]).sum(axis=5, dtype=np.int64)
+        weighted = np.einsum("itrjn,ij->trn", pop, weights)  # (t, 16, N)
+        rows = (rows_t[:, None] * TILE_M + np.arange(TILE_M)).ravel()
+        c[rows] += weighted.reshape(-1, npad)
     return c[:a.rows, :b.rows], GemmStats(tiles, skipped, mmas)
 
 
