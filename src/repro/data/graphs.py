@@ -83,8 +83,8 @@ def power_law_graph(s: GraphSpec, seed: int = 0, gamma: float = 2.5, p_in: float
     cum_class = np.cumsum(weights[order])  # by class, to draw within a class by weight
     cum_all = np.cumsum(weights)
     pairs = np.empty((0, 2), np.int64)
-    for _ in range(8):  # top up until the target is reached (repeats are dropped)
-        draw = int((target - len(pairs)) * 1.3) + 16
+    for _ in range(64):  # top up until the target is reached (repeats are dropped)
+        draw = int((target - len(pairs)) * 2) + 16
         u = np.searchsorted(cum_all, rng.random(draw) * cum_all[-1])
         v = np.searchsorted(cum_all, rng.random(draw) * cum_all[-1])
         inside = rng.random(draw) < p_in

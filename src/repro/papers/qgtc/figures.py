@@ -52,3 +52,33 @@ def gemm(run_dir: Path) -> Figure:
               title="QGTC per bit width")
     right.tick_params(axis="x", labelsize=7, rotation=15)
     return finish(fig, "QGTC 1-bit GEMM against cuBLAS", record, "timing")
+
+
+def gnn(run_dir: Path) -> Figure:
+    """Left (GPU runs): speedup of the 2-bit QGTC inference epoch over the fp32 cuSPARSE GCN and PyG per
+    graph (the paper's Fig. 7 style, bars per dataset); right: test accuracy per bit width against fp32."""
+    run_dir, record = open_run(run_dir)
+    acc = pd.read_csv(run_dir / "accuracy.csv", dtype={"bits": str})
+    epochs = run_dir / "epochs.csv"
+    sns.set_theme(style="whitegrid", context="paper")
+    fig = Figure(figsize=(11 if epochs.exists() else 6, 4.2))
+    axes = fig.subplots(1, 2 if epochs.exists() else 1, squeeze=False)[0]
+    if epochs.exists():
+        t = pd.read_csv(epochs).pivot(index="graph", columns="path", values="t_ms")
+        rows = [dict(graph=g, baseline=label, speedup=t.loc[g, col] / t.loc[g, "qgtc"])
+                for g in t.index for col, label in (("fp32_cusparse", "over fp32 cuSPARSE GCN (DGL stand-in)"),
+                                                     ("pyg", "over PyG GCNConv")) if col in t]
+        sns.barplot(data=pd.DataFrame(rows), x="graph", y="speedup", hue="baseline", ax=axes[0])
+        axes[0].axhline(1.0, color="black", lw=0.8, ls="--")
+        axes[0].set(ylabel="speedup of the inference epoch (x)", xlabel="",
+                    title="QGTC 2-bit Cluster-GCN (ours) over fp32")
+        axes[0].tick_params(axis="x", labelsize=7)
+    ax = axes[-1]
+    order = ["fp32"] + sorted((b for b in acc["bits"].unique() if b != "fp32"), key=int)
+    acc["bits"] = pd.Categorical(acc["bits"], order)
+    sns.barplot(data=acc, x="graph", y="test_acc", hue="bits", palette="viridis", ax=ax)
+    ax.set(ylim=(0, 1.05), ylabel="test accuracy (planted labels)", xlabel="",
+           title="quantized training per bit width against fp32")
+    ax.legend(title="bits", fontsize=7, ncols=5)
+    ax.tick_params(axis="x", labelsize=7)
+    return finish(fig, "QGTC quantized Cluster-GCN on synthetic power-law graphs", record)
