@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -89,9 +90,9 @@ def make_batches(g: graphlib.Graph, p: GnnParams, device: str, seed: int) -> lis
         sub = g.adjacency[nodes][:, nodes]
         dense = torch.from_numpy(sub.toarray()).float()
         adj, deg_inv = layers.with_self_loops(dense)
-        loops = adj.to_sparse_csr()
-        csr = torch.sparse_csr_tensor(loops.crow_indices(), loops.col_indices(),
-                                      (adj * deg_inv).to_sparse_csr().values(), size=adj.shape)
+        with warnings.catch_warnings():  # torch calls its CSR tensors beta on every construction
+            warnings.simplefilter("ignore", UserWarning)
+            csr = (adj * deg_inv).to_sparse_csr()
         coo = adj.to_sparse_coo().indices()
         batches.append(Batch(adj.to(device), deg_inv.to(device), csr.to(device), coo.to(device),
                              torch.from_numpy(g.features[nodes]).to(device), torch.from_numpy(g.labels[nodes]).to(device),
