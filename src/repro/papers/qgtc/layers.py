@@ -29,21 +29,21 @@ from torch import nn
 from repro.papers.qgtc import bitplanes
 
 
-def quantize(x: torch.Tensor, bits: int) -> tuple[torch.Tensor, float, float]:
-    """(codes int32, lo, scale): x ~ lo + scale * codes, codes in [0, 2^bits), per-tensor min-max."""
+def quantize(x: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(codes int32, lo, scale): x ~ lo + scale * codes, codes in [0, 2^bits), per-tensor min-max; lo and
+    scale are 0-d tensors on x's device (no synchronisation); a constant x has scale 0 and codes 0."""
     levels = (1 << bitplanes.check_bits(bits)) - 1
-    lo, hi = float(x.min()), float(x.max())
-    if hi <= lo:
-        return torch.zeros_like(x, dtype=torch.int32), lo, 0.0
+    lo, hi = torch.aminmax(x)
     scale = (hi - lo) / levels
-    q = torch.clamp(torch.round((x - lo) / scale), 0, levels).to(torch.int32)
+    safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+    q = torch.clamp(torch.round((x - lo) / safe), 0, levels).to(torch.int32)
     return q, lo, scale
 
 
 def quantize_dequantize(x: torch.Tensor, bits: int) -> torch.Tensor:
     """x rounded to its b-bit grid (what the quantized products see)."""
     q, lo, scale = quantize(x, bits)
-    return lo + scale * q.to(x.dtype)
+    return (lo + scale * q).to(x.dtype)
 
 
 def int_matmul(qa: torch.Tensor, a_bits: int, qb: torch.Tensor, b_bits: int, backend: str) -> torch.Tensor:
@@ -60,17 +60,23 @@ def int_matmul(qa: torch.Tensor, a_bits: int, qb: torch.Tensor, b_bits: int, bac
     raise ValueError(f"backend must be twin, gpu or exact, got {backend!r}")
 
 
+def _product(a, b, a_bits, b_bits, backend):
+    """The float product from the integer one (module doc), and both operands dequantized."""
+    qa, lo_a, s_a = quantize(a.detach(), a_bits)
+    qb, lo_b, s_b = quantize(b.detach(), b_bits)
+    prod = int_matmul(qa, a_bits, qb, b_bits, backend)
+    lo_a, s_a, lo_b, s_b = (v.double() for v in (lo_a, s_a, lo_b, s_b))
+    y = (s_a * s_b * prod + s_a * lo_b * qa.sum(1, keepdim=True, dtype=torch.float64)
+         + lo_a * s_b * qb.sum(0, keepdim=True, dtype=torch.float64) + lo_a * lo_b * a.shape[1])
+    return y.to(a.dtype), (qa, lo_a, s_a), (qb, lo_b, s_b)
+
+
 class _QMatmul(torch.autograd.Function):
     @staticmethod
     def forward(ctx, a, b, a_bits, b_bits, backend):
-        qa, lo_a, s_a = quantize(a.detach(), a_bits)
-        qb, lo_b, s_b = quantize(b.detach(), b_bits)
-        prod = int_matmul(qa, a_bits, qb, b_bits, backend)
-        k = a.shape[1]
-        y = (s_a * s_b * prod + s_a * lo_b * qa.sum(1, keepdim=True, dtype=torch.float64)
-             + lo_a * s_b * qb.sum(0, keepdim=True, dtype=torch.float64) + lo_a * lo_b * k)
-        ctx.save_for_backward(lo_a + s_a * qa.to(a.dtype), lo_b + s_b * qb.to(b.dtype))
-        return y.to(a.dtype)
+        y, (qa, lo_a, s_a), (qb, lo_b, s_b) = _product(a, b, a_bits, b_bits, backend)
+        ctx.save_for_backward((lo_a + s_a * qa).to(a.dtype), (lo_b + s_b * qb).to(b.dtype))
+        return y
 
     @staticmethod
     def backward(ctx, grad):
@@ -79,10 +85,13 @@ class _QMatmul(torch.autograd.Function):
 
 
 def qmatmul(a: torch.Tensor, b: torch.Tensor, a_bits: int | None, b_bits: int | None, backend: str) -> torch.Tensor:
-    """a @ b with both operands quantized (a_bits, b_bits), or in float where bits is None."""
+    """a @ b with both operands quantized (a_bits, b_bits), or in float where bits is None. Without
+    gradients (inference) nothing is kept for a backward pass."""
     if a_bits is None or b_bits is None:
         return a @ b
-    return _QMatmul.apply(a, b, a_bits, b_bits, backend)
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+        return _QMatmul.apply(a, b, a_bits, b_bits, backend)
+    return _product(a, b, a_bits, b_bits, backend)[0]
 
 
 def with_self_loops(adjacency: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
