@@ -70,10 +70,12 @@ def choose(m_tiles: int, n_tiles: int, k_tiles: int, sms: int) -> tuple[int, int
     return nt, ks
 
 
-def run(a: DevicePlanes, b: DevicePlanes, out=None, skip_zero_tiles: bool = True, counters=None,
-        variant: tuple[int, int] | None = None, kernels_dir: Path | None = None):
-    """C = A B^T (int32, a.rows x b.rows) from A's planes and B^T's (packed with row_multiple 8).
-    counters: an int64 CUDA tensor of 2 that receives (A tiles visited, tiles jumped) added up."""
+def bind(a: DevicePlanes, b: DevicePlanes, out=None, skip_zero_tiles: bool = True, counters=None,
+         variant: tuple[int, int] | None = None, kernels_dir: Path | None = None):
+    """Check the operands once and return (launch, out): launch() computes out = A B^T (int32, a.rows x
+    b.rows) from A's planes and B^T's (packed with row_multiple 8) with no per-call checks, so that a
+    repeated call costs one kernel launch. counters: an int64 CUDA tensor of 2 that receives (A tiles
+    visited, tiles jumped) added up."""
     import cupy
     import numpy as np
     import torch
@@ -91,14 +93,25 @@ def run(a: DevicePlanes, b: DevicePlanes, out=None, skip_zero_tiles: bool = True
         raise ValueError(f"no kernel for NT = {nt}, KS = {ks}; instantiated: {VARIANTS}")
     with cupy.cuda.Device(device):
         fn = kernels.function(STEM, kernel_name(nt, ks), device, kernels_dir)
-    grid = (-(-m_tiles // (WARPS // ks)), -(-n_tiles // nt), 1)
+    grid, block = (-(-m_tiles // (WARPS // ks)), -(-n_tiles // nt), 1), (WARPS * 32, 1, 1)
     args = (np.uint64(a.words.data_ptr()), np.int32(a.bits), np.int64(a.words[0].numel()),
             np.uint64(b.words.data_ptr()), np.int32(b.bits), np.int64(b.words[0].numel()),
             np.int32(m_tiles), np.int32(n_tiles), np.int32(k_tiles), np.uint64(out.data_ptr()),
             np.int32(m), np.int32(n), np.int64(out.stride(0)), np.int32(bool(skip_zero_tiles)),
             np.uint64(counters.data_ptr() if counters is not None else 0))
-    with cupy.cuda.Device(device), kernels.launch_stream(True, device):
-        fn(grid, (WARPS * 32, 1, 1), args)
+    cuda_device = cupy.cuda.Device(device)
+
+    def launch():
+        with cuda_device, kernels.launch_stream(True, device):
+            fn(grid, block, args)
+    return launch, out
+
+
+def run(a: DevicePlanes, b: DevicePlanes, out=None, skip_zero_tiles: bool = True, counters=None,
+        variant: tuple[int, int] | None = None, kernels_dir: Path | None = None):
+    """C = A B^T (int32, a.rows x b.rows), one call of bind's launch."""
+    launch, out = bind(a, b, out, skip_zero_tiles, counters, variant, kernels_dir)
+    launch()
     return out
 
 
