@@ -72,3 +72,16 @@ def test_zero_tile_counters_match_the_twin(kdir):
 def test_peak_issue_rate_is_measured(kdir):
     peak = bmma.peak_tops(iters=256, repeats=3, kernels_dir=kdir)
     assert peak["peak_b1_tops"] > 100  # far above any CUDA-core rate; H100: thousands
+
+
+def test_quantized_gcn_on_the_kernel_matches_the_twin(kdir, monkeypatch):
+    from repro.papers.qgtc import layers
+
+    monkeypatch.setenv("REPRO_KERNELS_DIR", str(kdir))
+    gen = torch.Generator().manual_seed(0)
+    a = (torch.rand(90, 90, generator=gen) < 0.1).float()
+    adj, deg_inv = layers.with_self_loops(torch.triu(a, 1) + torch.triu(a, 1).T)
+    x = torch.randn(90, 20, generator=gen)
+    twin = layers.QGCN([20, 16, 5], 2, "twin", seed=1)(adj, deg_inv, x)
+    gpu = layers.QGCN([20, 16, 5], 2, "gpu", seed=1).cuda()(adj.cuda(), deg_inv.cuda(), x.cuda())
+    torch.testing.assert_close(gpu.cpu(), twin, rtol=1e-3, atol=1e-3)

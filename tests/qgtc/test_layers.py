@@ -88,3 +88,14 @@ def test_constant_operands_quantize_without_dividing_by_zero():
     a, b = torch.full((5, 7), 2.0), torch.randn(7, 3)
     torch.testing.assert_close(layers.qmatmul(a, b, 2, 8, "twin"), a @ layers.quantize_dequantize(b, 8),
                                rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("bits", [1, 2, 8])
+def test_the_adjacency_packed_once_gives_the_same_aggregation(bits):
+    adj, _ = layers.with_self_loops(rand_graph(70, 0.1, bits))
+    h = torch.randn(70, 6, generator=torch.Generator().manual_seed(bits), requires_grad=True)
+    packed = layers.aggregate(layers.Binary(adj, "twin"), h, bits)
+    torch.testing.assert_close(packed, layers.qmatmul(adj, h.detach(), 1, bits, "exact"), rtol=0, atol=1e-5)
+    grad = torch.randn(70, 6)
+    packed.backward(grad)
+    torch.testing.assert_close(h.grad, adj.T @ grad)  # straight through the quantization of h

@@ -14,7 +14,7 @@ the straight-through estimator (the backward pass multiplies the gradient by the
 in float), as quantization-aware training does; QGTC's own artifact times inference only.
 
 - aggregation (both models): mean over the neighbourhood with a self loop, (A + I) H / deg, with A + I
-  as a 1-bit operand (the row scaling is exact, in float);
+  as a 1-bit operand packed once per forward pass (`Binary`) and the row scaling exact, in float;
 - `QGCN`: layers H' = act(aggregate(H W)) (QGTC's order: the update X W first, then A times it);
 - `QGIN`: layers H' = MLP(aggregate_sum(H)) with a two-layer MLP (GIN with eps = 0: (A + I) H).
 `bits=None` gives the float reference of the same model (plain matmuls, same parameters).
@@ -94,6 +94,63 @@ def qmatmul(a: torch.Tensor, b: torch.Tensor, a_bits: int | None, b_bits: int | 
     return _product(a, b, a_bits, b_bits, backend)[0]
 
 
+class Binary:
+    """A 0/1 matrix (an adjacency with its self loops) decomposed once per forward pass and used by every
+    layer, as QGTC packs a batch's adjacency once (val2bit) for all its layers: exact at 1 bit, its
+    planes packed for the backend, its row sums kept for the recovery of the float product."""
+
+    def __init__(self, dense: torch.Tensor, backend: str):
+        self.dense, self.backend = dense, backend
+        self.codes = dense.to(torch.int32)
+        self.rowsum = dense.sum(1, keepdim=True, dtype=torch.float64)
+        if backend == "twin":
+            self.planes = bitplanes.pack(self.codes.cpu().numpy(), 1)
+        elif backend == "gpu":
+            from repro.papers.qgtc import bmma
+
+            self.planes = bmma.pack(self.codes, 1)
+        else:
+            self.planes = None
+
+    def times(self, qh: torch.Tensor, bits: int) -> torch.Tensor:
+        """The integer product A Q_h (float64) from the packed planes."""
+        if self.backend == "twin":
+            c, _ = bitplanes.bitgemm(self.planes, bitplanes.pack(qh.cpu().numpy().T, bits, bitplanes.TILE_N))
+            return torch.from_numpy(c.astype(np.float64)).to(qh.device)
+        if self.backend == "gpu":
+            from repro.papers.qgtc import bmma
+
+            return bmma.run(self.planes, bmma.pack(qh.T, bits, bitplanes.TILE_N)).to(torch.float64)
+        return int_matmul(self.codes, 1, qh, bits, self.backend)
+
+
+def _aggregate(adj: Binary, h: torch.Tensor, bits: int) -> torch.Tensor:
+    qh, lo, scale = quantize(h.detach(), bits)
+    y = scale.double() * adj.times(qh, bits) + lo.double() * adj.rowsum
+    return y.to(h.dtype)
+
+
+class _Aggregate(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h, adj, bits):
+        ctx.adj = adj
+        return _aggregate(adj, h, bits)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ctx.adj.dense.T @ grad, None, None  # straight through: the adjacency is exact
+
+
+def aggregate(adj: Binary | torch.Tensor, h: torch.Tensor, bits: int | None) -> torch.Tensor:
+    """(A + I) @ h with h quantized to `bits` and A's planes packed once (a Binary); in float where bits
+    is None (then adj may be the dense matrix)."""
+    if bits is None:
+        return (adj.dense if isinstance(adj, Binary) else adj) @ h
+    if torch.is_grad_enabled() and h.requires_grad:
+        return _Aggregate.apply(h, adj, bits)
+    return _aggregate(adj, h, bits)
+
+
 def with_self_loops(adjacency: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(A + I as a dense 0/1 float matrix, 1 / its row sums as a column)."""
     a = ((adjacency + torch.eye(adjacency.shape[0], dtype=adjacency.dtype, device=adjacency.device)) > 0)
@@ -113,10 +170,10 @@ class QGCN(nn.Module):
         self.bits, self.backend = bits, backend
 
     def forward(self, adj_loops: torch.Tensor, deg_inv: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        adj_bits = 1 if self.bits is not None else None
+        adj = Binary(adj_loops, self.backend) if self.bits is not None else adj_loops
         for li, (w, b) in enumerate(zip(self.weights, self.biases)):
             h = qmatmul(h, w, self.bits, self.bits, self.backend)
-            h = qmatmul(adj_loops, h, adj_bits, self.bits, self.backend) * deg_inv + b
+            h = aggregate(adj, h, self.bits) * deg_inv + b
             if li < len(self.weights) - 1:
                 h = torch.relu(h)
         return h
@@ -137,9 +194,9 @@ class QGIN(nn.Module):
         self.bits, self.backend = bits, backend
 
     def forward(self, adj_loops: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        adj_bits = 1 if self.bits is not None else None
+        adj = Binary(adj_loops, self.backend) if self.bits is not None else adj_loops
         for li, (w1, w2) in enumerate(zip(self.w1, self.w2)):
-            h = qmatmul(adj_loops, h, adj_bits, self.bits, self.backend)
+            h = aggregate(adj, h, self.bits)
             h = qmatmul(torch.relu(qmatmul(h, w1, self.bits, self.bits, self.backend)), w2, self.bits, self.bits,
                         self.backend)
             if li < len(self.w1) - 1:
