@@ -87,6 +87,23 @@ def built_kernels(tmp_path_factory, srcs) -> Path:
     return out
 
 
+def entry_params(entry: str, **over):
+    """(entry spec, its params dataclass with ``over`` merged in), as the runner would build them."""
+    from omegaconf import OmegaConf
+
+    from repro.experiment import load_entry
+
+    spec = load_entry(entry)
+    return spec, OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(spec.params), over))
+
+
+def write_tables(out: Path, result) -> None:
+    """An entry's tables as the runner writes them beside the record (the figures read them)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for key, table in result.tables.items():
+        table.to_csv(out / f"{key}.csv", index=False)
+
+
 def dag_jobs(workdir: Path, config: dict, targets=()) -> list:
     """The jobs of a forced dry run (of ``targets``, rule names or files; default: the default
     target), through Snakemake's Python API."""

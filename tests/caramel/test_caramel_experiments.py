@@ -12,24 +12,7 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim"))
-from sim_smoke import REPO, compose, run  # noqa: E402
-
-from omegaconf import OmegaConf  # noqa: E402
-
-from repro.experiment import Context, load_entry  # noqa: E402
-from repro.papers.caramel import figures  # noqa: E402
-from repro.pipeline.scale import param_layers  # noqa: E402
-
-
-def _run_with_inputs(experiment: str, out_dir: Path, inputs: dict):
-    """sim_smoke.run, with the inputs the runner would hand over."""
-    cfg = compose(experiment)
-    spec = load_entry(cfg.entry)
-    params = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(spec.params), *param_layers(cfg, "smoke")))
-    result = spec(params, Context(out_dir=out_dir, scale="smoke", device="cpu", inputs=inputs))
-    for name, table in result.tables.items():
-        table.to_csv(out_dir / f"{name}.csv", index=False)
-    return result, getattr(figures, cfg.name)(out_dir)
+from sim_smoke import REPO, run  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +23,7 @@ def runs(tmp_path_factory):
     m.mkdir()
     out = {"timelines": run("caramel/timelines", t)}
     (t / "record.json").write_text(json.dumps({"tags": out["timelines"][0].tags}))
-    out["model"] = _run_with_inputs("caramel/model", m, {"timelines": t / "record.json"})
+    out["model"] = run("caramel/model", m, inputs={"timelines": t / "record.json"})
     return out
 
 

@@ -5,7 +5,6 @@ oracle, the fixed baselines choose what they say, and change points are found.""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -14,27 +13,11 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim"))
-from sim_smoke import REPO, compose  # noqa: E402
+from sim_smoke import REPO, run  # noqa: E402
 
 from conftest import prepared_splits  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
 
-from repro.experiment import Context, load_entry  # noqa: E402
 from repro.papers.edgent import configure as cfgmod  # noqa: E402
-from repro.papers.edgent import figures  # noqa: E402
-from repro.pipeline.scale import param_layers  # noqa: E402
-
-
-def _run(experiment: str, out_dir: Path, inputs: dict):
-    cfg = compose(experiment)
-    spec = load_entry(cfg.entry)
-    params = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(spec.params), *param_layers(cfg, "smoke")))
-    result = spec(params, Context(out_dir=out_dir, scale="smoke", device="cpu", inputs=inputs))
-    for name, table in result.tables.items():
-        table.to_csv(out_dir / f"{name}.csv", index=False)
-    (out_dir / "record.json").write_text(json.dumps({"tags": result.tags, "metrics": result.metrics,
-                                                     "params": OmegaConf.to_container(OmegaConf.structured(params))}))
-    return result, getattr(figures, cfg.name)(out_dir)
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +26,8 @@ def runs(tmp_path_factory):
     data, nets, conf = tmp / "data", tmp / "nets", tmp / "configure"
     for d in (data, nets, conf):
         d.mkdir()
-    out = {"nets": _run("edgent/nets", nets, prepared_splits(data, 256, 128))}
-    out["configure"] = _run("edgent/configure", conf, {"nets": nets / "record.json"})
+    out = {"nets": run("edgent/nets", nets, inputs=prepared_splits(data, 256, 128), record=True)}
+    out["configure"] = run("edgent/configure", conf, inputs={"nets": nets / "record.json"}, record=True)
     return out
 
 

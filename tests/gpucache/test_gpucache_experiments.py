@@ -5,28 +5,18 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from repro.experiment import Context, load_entry
+from repro.experiment import Context
+
+from conftest import entry_params, write_tables
 
 TINY = [{"name": "mesh", "graph": "mesh2d", "size": 40}, {"name": "del", "graph": "delaunay2d", "size": 3000, "kernel": "flux"},
         {"name": "air", "graph": "pyamg:airfoil", "size": 0}]
 
 
-def params(entry, **over):
-    spec = load_entry(entry)
-    return spec, OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(spec.params), over))
-
-
-def write_tables(out: Path, result):
-    """The tables, as the runner writes them beside the record (the figures read them)."""
-    out.mkdir(parents=True, exist_ok=True)
-    for key, table in result.tables.items():
-        table.to_csv(out / f"{key}.csv", index=False)
-
-
 def test_model_experiment_and_figure(tmp_path):
     from repro.papers.gpucache import figures
 
-    spec, p = params("repro.papers.gpucache.experiment:model", inputs=TINY, tasks_per_block=128,
+    spec, p = entry_params("repro.papers.gpucache.experiment:model", inputs=TINY, tasks_per_block=128,
                      timing_input={"name": "t", "graph": "mesh2d", "size": 60})
     result = spec(p, Context(out_dir=tmp_path))
     df = result.tables["partitions"]
@@ -42,7 +32,7 @@ def test_reorder_experiment_on_cpu_and_figure(tmp_path):
     from repro.papers.gpucache import figures
 
     wide = {"name": "wide", "graph": "mesh2d", "size": 30, "kernel": "spmm", "width": 8}  # 900 x 2 x 32 B
-    spec, p = params("repro.papers.gpucache.experiment:reorder", inputs=TINY + [wide], tasks_per_block=128, repeats=2,
+    spec, p = entry_params("repro.papers.gpucache.experiment:reorder", inputs=TINY + [wide], tasks_per_block=128, repeats=2,
                      partitioners=["default", "edge", "hypergraph"], hypergraph_max_tasks=5000, cache_bytes=50_000)
     result = spec(p, Context(out_dir=tmp_path, device="cpu"))
     df = result.tables["runs"]
@@ -60,10 +50,10 @@ def test_reorder_experiment_on_cpu_and_figure(tmp_path):
 
 
 def test_bad_parameters_fail_before_work(tmp_path):
-    spec, p = params("repro.papers.gpucache.experiment:reorder", inputs=TINY, partitioners=["default", "metis"])
+    spec, p = entry_params("repro.papers.gpucache.experiment:reorder", inputs=TINY, partitioners=["default", "metis"])
     with pytest.raises(ValueError, match="partitioners: unknown 'metis'"):
         spec(p, Context(out_dir=tmp_path))
-    spec, p = params("repro.papers.gpucache.experiment:model", inputs=[TINY[0], TINY[0]])
+    spec, p = entry_params("repro.papers.gpucache.experiment:model", inputs=[TINY[0], TINY[0]])
     with pytest.raises(ValueError, match="names must be unique"):
         spec(p, Context(out_dir=tmp_path))
 
@@ -84,7 +74,7 @@ def test_paper_and_smoke_configs_are_valid_and_large_inputs_exceed_twice_the_l2(
 
 
 def test_bad_width_in_config_fails_before_work(tmp_path):
-    spec, p = params("repro.papers.gpucache.experiment:reorder",
+    spec, p = entry_params("repro.papers.gpucache.experiment:reorder",
                      inputs=[{"name": "w", "graph": "mesh2d", "size": 30, "kernel": "spmm", "width": 10}])
     with pytest.raises(ValueError, match=r"inputs\[w\].width: .*multiple of 4.*got 10"):
         spec(p, Context(out_dir=tmp_path))

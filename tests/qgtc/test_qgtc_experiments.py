@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from omegaconf import OmegaConf
 
-from repro.experiment import Context, load_entry
+from repro.experiment import Context
 
-
-def params(entry, **over):
-    spec = load_entry(entry)
-    return spec, OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(spec.params), over))
-
-
-def write_tables(out: Path, result):
-    out.mkdir(parents=True, exist_ok=True)
-    for key, table in result.tables.items():
-        table.to_csv(out / f"{key}.csv", index=False)
+from conftest import entry_params, write_tables
 
 
 def test_gemm_on_the_cpu_runs_the_twin_and_draws(tmp_path):
     from repro.papers.qgtc import figures
 
-    spec, p = params("repro.papers.qgtc.gemm:gemm", m=40, k=300, n=9, bits=[[1, 1], [3, 2], [8, 8]], cpu_repeats=1)
+    spec, p = entry_params("repro.papers.qgtc.gemm:gemm", m=40, k=300, n=9, bits=[[1, 1], [3, 2], [8, 8]], cpu_repeats=1)
     result = spec(p, Context(out_dir=tmp_path, device="cpu"))
     df = result.tables["points"]
     assert result.metrics["n_incorrect"] == 0 and list(df["device"].unique()) == ["cpu"]
@@ -37,7 +25,7 @@ def test_gemm_on_the_cpu_runs_the_twin_and_draws(tmp_path):
 def test_gnn_on_the_cpu_trains_every_bit_width_and_draws(tmp_path):
     from repro.papers.qgtc import figures
 
-    spec, p = params("repro.papers.qgtc.gnn:gnn", graphs=["proteins"], claim_graphs=["proteins"],
+    spec, p = entry_params("repro.papers.qgtc.gnn:gnn", graphs=["proteins"], claim_graphs=["proteins"],
                      accuracy_graphs=["proteins"], graph_scale=0.006, parts=4, clusters_per_batch=2, train_epochs=4,
                      accuracy_bits=[2, 8], lr=0.05)
     result = spec(p, Context(out_dir=tmp_path, device="cpu"))

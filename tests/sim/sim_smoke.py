@@ -19,13 +19,21 @@ def compose(experiment: str):
     return OmegaConf.create(layout.experiment_file(experiment))
 
 
-def run(experiment: str, out_dir: Path, scale: str = "smoke"):
+def run(experiment: str, out_dir: Path, scale: str = "smoke", inputs: dict | None = None, record: bool = False):
+    """(result, figure) of the experiment run here on the CPU, its tables written beside it; ``inputs``
+    as the runner hands them over; ``record``: also a record.json of its tags, metrics and params (for
+    an experiment that reads this one)."""
+    import json
+
     cfg = compose(experiment)
     spec = load_entry(cfg.entry)
     params = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(spec.params), *param_layers(cfg, scale)))
-    result = spec(params, Context(out_dir=out_dir, scale=scale, device="cpu"))
+    result = spec(params, Context(out_dir=out_dir, scale=scale, device="cpu", inputs=inputs or {}))
     for name, table in result.tables.items():
         table.to_csv(out_dir / f"{name}.csv", index=False)
+    if record:
+        (out_dir / "record.json").write_text(json.dumps({"tags": result.tags, "metrics": result.metrics,
+                                                         "params": OmegaConf.to_container(OmegaConf.structured(params))}))
     module, _, fn = cfg.figure.partition(":")
     fig = getattr(importlib.import_module(module), fn)(out_dir)
     return result, fig
