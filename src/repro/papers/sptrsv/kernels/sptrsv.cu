@@ -349,7 +349,7 @@ extern "C" __global__ void __launch_bounds__(CHUNK) syncfree_pull_v3(
                 if (wait != 0) {
                     for (int p = lo; p < diag; ++p) {
                         const int l = pos[colidx[p]] - base;
-                        if ((unsigned)l < CHUNK && (l >> 5) == warp) s -= val[p] * s_x[l];
+                        if ((unsigned)l < CHUNK && (l >> 5) == warp) s -= val[p] * *(volatile double*)&s_x[l];
                     }
                 }
                 const double xi = s / val[diag];
