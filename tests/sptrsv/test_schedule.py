@@ -174,3 +174,94 @@ def test_local_need_counts_each_rows_dependencies_in_its_chunk():
     assert schedule.local_need(L.indptr, L.indices, pos, 16).tolist() == want
     one_chunk = schedule.local_need(L.indptr, L.indices, np.zeros(700, dtype=np.int32), 16)
     assert one_chunk.tolist() == (np.diff(L.indptr) - 1).tolist()  # one chunk: every dependency is local
+
+
+def _check_rounds(L, trace, threads, warp):
+    """Each warp's recorded rounds are warp_rounds' static ones: round k computed exactly the rows
+    whose round is k."""
+    a = schedule.analyse(L)
+    pos = schedule.level_order(a.level)[2]
+    rnd = schedule.warp_rounds(L, pos, warp)
+    want: dict[tuple[int, int], dict[int, set]] = {}
+    for r in range(L.shape[0]):
+        key = (int(pos[r]) // threads, int(pos[r]) % threads // warp)
+        want.setdefault(key, {}).setdefault(int(rnd[r]), set()).add(r)
+    assert set(trace.rounds) == set(want)
+    for key, rounds in trace.rounds.items():
+        assert [set(rows.tolist()) for rows in rounds] == [want[key][k] for k in range(1, len(rounds) + 1)]
+
+
+@pytest.mark.parametrize("blocks, threads, warp, seed, fraction", [(4, 64, 32, 0, 0.5), (1, 8, 4, 1, 1.0),
+                                                                   (7, 256, 32, 2, 0.1), (3, 32, 32, 3, 0.5),
+                                                                   (2, 1, 1, 4, 0.5)])
+def test_warp_round_v3_schedule(case, blocks, threads, warp, seed, fraction):
+    """The v3 kernel's schedule (warps of a chunk in rounds, shared flags between warps, global
+    flags released per warp) in an adversarial order; 1-row chunks included."""
+    L, b, ref = case
+    x, trace = schedule.warp_round_solve(L, b, blocks=blocks, threads=threads, warp=warp, seed=seed,
+                                         run_fraction=fraction)
+    assert rel(x, ref) <= TOL
+    assert trace.warp_deps + trace.shared_deps + trace.global_deps == L.nnz - L.shape[0]
+    assert trace.chunks == -(-L.shape[0] // threads)
+    pos = schedule.level_order(schedule.analyse(L).level)[2]
+    assert trace.warp_deps + trace.shared_deps == schedule.local_need(L.indptr, L.indices, pos, threads).sum()
+    _check_rounds(L, trace, threads, warp)
+
+
+def _chain(n: int) -> sp.csr_matrix:
+    return sp.diags([np.full(n, 2.0), np.full(n - 1, -1.0)], [0, -1], format="csr")
+
+
+@pytest.mark.parametrize("n", [1, 5, 20, 32])
+def test_a_pure_in_warp_chain_takes_one_round_a_row(n):
+    """A chain inside one warp: each round computes the next row, so the warp takes n rounds."""
+    L, b = _chain(n), np.arange(1.0, n + 1)
+    x, trace = schedule.warp_round_solve(L, b, blocks=2, threads=256, warp=32, seed=n)
+    assert rel(x, spsolve_triangular(L, b, lower=True)) <= TOL
+    assert trace.rounds_per_warp == {(0, 0): n}
+    assert [r.tolist() for r in trace.rounds[(0, 0)]] == [[i] for i in range(n)]
+    assert trace.warp_deps == n - 1 and trace.shared_deps == trace.global_deps == 0
+
+
+def test_rounds_of_a_chain_across_warps_and_of_independent_rows():
+    """A 70-row chain: 32, 32 and 6 rounds in its three warps (the links between warps through shared
+    memory, and across chunks of 64 through global memory); a diagonal matrix: one round a warp."""
+    L = _chain(70)
+    b = np.ones(70)
+    x, trace = schedule.warp_round_solve(L, b, blocks=3, threads=64, warp=32, seed=1)
+    assert rel(x, spsolve_triangular(L, b, lower=True)) <= TOL
+    assert trace.rounds_per_warp == {(0, 0): 32, (0, 1): 32, (1, 0): 6}
+    assert (trace.warp_deps, trace.shared_deps, trace.global_deps) == (67, 1, 1)
+    D = sp.identity(100, format="csr") * 4.0
+    x, trace = schedule.warp_round_solve(D, np.ones(100), threads=64, warp=32)
+    assert np.allclose(x, 0.25) and set(trace.rounds_per_warp.values()) == {1} and len(trace.rounds) == 4
+
+
+def test_warp_rounds_with_empty_rows_and_a_ragged_last_warp():
+    """Rows without dependencies among in-warp chains, n not a multiple of the warp or chunk."""
+    rng = np.random.default_rng(3)
+    n = 301
+    dense = np.diag(rng.uniform(1.0, 2.0, n))
+    for i in range(1, n):
+        if i % 3:  # every third row has only its diagonal
+            dense[i, i - 1] = rng.standard_normal()
+            if i > 7 and i % 5 == 0:
+                dense[i, i - 7] = rng.standard_normal()
+    L = sp.csr_matrix(dense)
+    b = rng.standard_normal(n)
+    ref = spsolve_triangular(L, b, lower=True)
+    for blocks, threads, warp in ((3, 64, 32), (2, 32, 8), (5, 256, 32)):
+        x, trace = schedule.warp_round_solve(L, b, blocks=blocks, threads=threads, warp=warp, seed=threads)
+        assert rel(x, ref) <= TOL
+        _check_rounds(L, trace, threads, warp)
+
+
+def test_a_warp_round_order_against_the_dependencies_deadlocks():
+    L = M.poisson((6, 5))
+    a = schedule.analyse(L)
+    backwards = schedule.Analysis(level=a.level.max() - a.level, perm=a.perm[::-1].copy(),
+                                  level_ptr=a.level_ptr, critical_path=a.critical_path, need=a.need)
+    with pytest.raises(RuntimeError, match="deadlocked"):
+        schedule.warp_round_solve(L, np.ones(30), blocks=2, threads=8, warp=4, analysis=backwards)
+    with pytest.raises(ValueError, match="multiple of warp"):
+        schedule.warp_round_solve(L, np.ones(30), threads=48, warp=32)

@@ -34,6 +34,8 @@ def test_emulation_smoke(tmp_path):
     pts = r.tables["points"]
     assert list(pts["levels"]) == [20, schedule.analyse(M.gallery("knot")).levels]
     assert set(r.tables["multigpu"]["k"]) == {2, 3} and set(r.tables["multigpu"]["order"]) == {"natural", "levels"}
+    assert r.metrics["max_err_v3_warp_rounds"] <= 1e-10 and (pts["v3_max_rounds"] >= 1).all()
+    assert ((pts["v3_warp_fraction"] >= 0) & (pts["v3_warp_fraction"] <= 1)).all()
 
 
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
@@ -121,6 +123,20 @@ def test_summary_of_the_v2_pick():
     assert m["v2_rule_right_deep"] == 1 and m["geomean_speedup_best_syncfree_deep"] == pytest.approx(geomean([2.0, 4.0]))
 
 
+def test_summary_puts_v3_beside_v2():
+    """syncfree_v3 gets its own geomean over the deep matrices and counts among the sync-free arms."""
+    df = pd.DataFrame({"family": ["poisson", "powerlaw", "gallery"], "ok": [True] * 3,
+                       "v2_variant": ["pull", "push", "pull"],
+                       "speedup_syncfree_push": [1.0, 3.0, 1.0], "speedup_syncfree_pull": [2.0, 4.0, 0.5],
+                       "total_speedup_syncfree_push": [1.0] * 3, "total_speedup_syncfree_pull": [1.0] * 3,
+                       "speedup_syncfree_v2": [2.0, 3.0, 0.5], "total_speedup_syncfree_v2": [1.0] * 3,
+                       "speedup_syncfree_v3": [8.0, 2.0, 1.0], "total_speedup_syncfree_v3": [1.0] * 3})
+    m = summarize(df)
+    assert m["geomean_speedup_syncfree_v3_deep"] == pytest.approx(4.0)
+    assert m["geomean_speedup_syncfree_v2_deep"] == pytest.approx(geomean([2.0, 3.0]))
+    assert m["geomean_speedup_best_syncfree_deep"] == pytest.approx(geomean([8.0, 4.0]))
+
+
 def test_summary_names_the_ceiling():
     """levels x hop as a speedup over cuSPARSE, over the deep-chain matrices, and the best sync-free
     solve's fraction of it."""
@@ -139,7 +155,7 @@ def test_summary_names_the_ceiling():
 def test_cuda_sources_compile(tmp_path):
     manifest = build(tmp_path, srcs=sorted(KERNELS.glob("*.cu")))
     assert manifest["status"] == "built"
-    assert manifest["kernels"]["sptrsv"]["entries"] == 8 and manifest["kernels"]["sptrsv_multi"]["entries"] == 1
+    assert manifest["kernels"]["sptrsv"]["entries"] == 9 and manifest["kernels"]["sptrsv_multi"]["entries"] == 1
     assert not any(k["spilling_entries"] for k in manifest["kernels"].values())
 
 

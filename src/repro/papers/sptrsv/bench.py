@@ -21,7 +21,10 @@ and ``total_speedup_<s>`` with analysis added; ``<s>_over_ceiling`` = <s>_solve_
 ``v2_shared_fraction`` is the share of dependencies inside one 256-row chunk of the level order
 (the v2 kernels resolve those in shared memory, below the hop: there the ceiling is not a floor).
 ``v2_variant`` is the v2 kernel the rule (schedule.v2_variant, by mean row length) picks before
-any timing; where both v2 arms ran, ``syncfree_v2`` columns are the picked arm's.
+any timing; where both v2 arms ran, ``syncfree_v2`` columns are the picked arm's. ``syncfree_v3``
+(the v3 pull kernel, in-warp dependencies in rounds) has its own columns like every solver, so
+``speedup_syncfree_v3`` sits beside ``speedup_syncfree_v2`` and the summary's
+``geomean_speedup_syncfree_v3_deep`` beside ``geomean_speedup_syncfree_v2_deep``.
 """
 
 from __future__ import annotations
@@ -37,8 +40,8 @@ from repro.data.matrices import MatrixSpec
 from repro.papers.sptrsv.solve import THREADS
 
 OURS = ("levelset", "syncfree_warp", "syncfree_thread", "syncfree_levels", "syncfree_push", "syncfree_pull",
-        "syncfree_v2")
-SYNCFREE = ("syncfree_warp", "syncfree_thread", "syncfree_levels", "syncfree_push", "syncfree_pull")
+        "syncfree_v2", "syncfree_v3")
+SYNCFREE = ("syncfree_warp", "syncfree_thread", "syncfree_levels", "syncfree_push", "syncfree_pull", "syncfree_v3")
 
 
 def backward_error(L_gpu, x, b) -> float:

@@ -1,7 +1,7 @@
 """The SpTRSV experiments (Xie et al., ICPP 2021; Liu et al., Euro-Par 2016).
 
 - ``emulation`` (CPU): every matrix's dependency statistics, and the NumPy twins of the
-  level-set, sync-free (adversarial order), v2 chunked (push and pull) and multi-GPU task-pool
+  level-set, sync-free (adversarial order), v2 chunked (push and pull), v3 warp rounds and multi-GPU task-pool
   schedules (k virtual GPUs)
   checked against SciPy's spsolve_triangular; what the CPU machines verify of the kernels.
 - ``single_gpu`` (1 GPU): cuSPARSE vs our level-set and sync-free kernels (the first three
@@ -71,6 +71,11 @@ def emulation(p: EmulationParams, ctx: Context) -> Result:
                                               seed=ctx.seed + i, analysis=a)
             row[f"err_v2_{variant}"] = rel_err(x, ref)
         row["v2_shared_fraction"] = trace.shared_fraction
+        x, trace = schedule.warp_round_solve(L, b, blocks=p.chunk_blocks, threads=p.chunk_threads,
+                                             warp=int(np.gcd(32, p.chunk_threads)), seed=ctx.seed + i, analysis=a)
+        row["err_v3_warp_rounds"] = rel_err(x, ref)
+        row["v3_warp_fraction"] = trace.warp_fraction  # dependencies resolved in a warp's rounds
+        row["v3_max_rounds"] = max(trace.rounds_per_warp.values())
         if L.shape[0] <= p.sequential_max_rows:
             x = schedule.syncfree_solve(L, b, seed=ctx.seed + i, sequential=True)
             row["err_syncfree_sequential"] = rel_err(x, ref)
@@ -102,7 +107,8 @@ def _bench_matrices() -> list[dict]:
 class SingleGPUParams:
     matrices: list[dict] = field(default_factory=_bench_matrices)  # {name, kind, ...generator arguments}
     methods: list[str] = field(default_factory=lambda: ["cusparse", "levelset", "syncfree_warp", "syncfree_thread",
-                                                        "syncfree_levels", "syncfree_push", "syncfree_pull"])
+                                                        "syncfree_levels", "syncfree_push", "syncfree_pull",
+                                                        "syncfree_v3"])
     warmup: int = 3
     repeats: int = 20  # CUDA-event-timed solves per method (median), at most
     min_repeats: int = 3  # at least, however slow the solver

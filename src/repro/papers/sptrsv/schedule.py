@@ -20,6 +20,15 @@
   flags, CSR). Each tick every block runs a random subset of its chunk's ready rows (their
   pushes applied in a random order); a tick without progress is a deadlock and raises.
   :func:`v2_variant` is the rule that picks one of the two per matrix.
+- :func:`warp_rounds` / :func:`warp_round_solve`: the v3 kernel's schedule (``syncfree_pull_v3``):
+  v2 pull's chunks, each of ``threads // warp`` warps; a warp's lanes first gather their
+  dependencies outside the warp (earlier warps of the chunk: shared flags set as each row is
+  computed; other chunks: global flags, released once per warp after its rounds), then the warp
+  runs rounds: every lane whose in-warp dependencies are all done computes. A row's round is
+  1 + the latest round of its in-warp dependencies (:func:`warp_rounds`), whatever the timing;
+  the trace records, per warp, the rows each round computed. Each tick every block advances a
+  random subset of its chunk's warps that can move (one round, or the gathering); a tick without
+  progress is a deadlock and raises.
 - :func:`partition` / :func:`multigpu_solve`: the multi-GPU schedule: rows cut into k contiguous
   blocks of about equal non-zeros, one per GPU; each GPU's task pool hands its rows out in
   ascending order or by level (:func:`pool_orders`), ``grain`` rows per task, to ``workers``
@@ -334,6 +343,158 @@ def chunked_solve(L: sp.csr_matrix, b: np.ndarray, variant: str = "push", blocks
         if not progress:
             raise RuntimeError(f"chunked {variant} schedule deadlocked after {trace.ticks} ticks with {n - solved} "
                                "rows unsolved")
+    return x, trace
+
+
+def warp_rounds(L: sp.csr_matrix, pos: np.ndarray, warp: int = 32) -> np.ndarray:
+    """Per row, the round of its warp in which ``syncfree_pull_v3`` computes it: 1 + the latest
+    round of its dependencies in the same warp (``warp`` consecutive positions of the level order
+    ``pos``), 1 without any."""
+    L = check_lower(L)
+    if warp < 1:
+        raise ValueError(f"warp must be >= 1, got {warp}")
+    strict = sp.tril(L, k=-1).tocsr()
+    n = L.shape[0]
+    perm = np.empty(n, dtype=np.int64)
+    perm[pos] = np.arange(n)
+    rnd = np.zeros(n, dtype=np.int64)
+    for p in range(n):
+        r = perm[p]
+        deps = strict.indices[strict.indptr[r]:strict.indptr[r + 1]]
+        same = deps[pos[deps] // warp == p // warp]
+        if (pos[deps] >= p).any():
+            raise ValueError(f"row {r} depends on a row at or after its own position {p}: not a level order")
+        rnd[r] = 1 + (rnd[same].max() if same.size else 0)
+    return rnd
+
+
+@dataclass
+class WarpRoundTrace:
+    """What the v3 schedule did: per warp (chunk index, warp of the chunk) the rows each round
+    computed; dependencies resolved in the warp's rounds, through shared and global memory."""
+
+    rounds: dict[tuple[int, int], list[np.ndarray]] = field(default_factory=dict)
+    warp_deps: int = 0
+    shared_deps: int = 0
+    global_deps: int = 0
+    ticks: int = 0
+    chunks: int = 0
+
+    @property
+    def rounds_per_warp(self) -> dict[tuple[int, int], int]:
+        return {k: len(v) for k, v in self.rounds.items()}
+
+    @property
+    def warp_fraction(self) -> float:
+        total = self.warp_deps + self.shared_deps + self.global_deps
+        return self.warp_deps / total if total else 0.0
+
+
+def warp_round_solve(L: sp.csr_matrix, b: np.ndarray, blocks: int = 4, threads: int = 256, warp: int = 32,
+                     seed: int = 0, run_fraction: float = 0.5,
+                     analysis: Analysis | None = None) -> tuple[np.ndarray, WarpRoundTrace]:
+    """x with L x = b by the v3 kernel's warp-round schedule (see the module doc)."""
+    L = check_lower(L)
+    b = check_rhs(L, b)
+    if blocks < 1 or warp < 1 or threads < 1 or threads % warp or not 0 < run_fraction <= 1:
+        raise ValueError(f"blocks, warp and threads must be >= 1 with threads a multiple of warp, run_fraction in "
+                         f"(0, 1]; got {blocks}, {warp}, {threads}, {run_fraction}")
+    a = analysis or analyse(L)
+    perm, pos = a.perm, level_order(a.level)[2]
+    rng = np.random.default_rng(seed)
+    n = L.shape[0]
+    d = L.diagonal()
+    strict = sp.tril(L, k=-1).tocsr()
+    x = np.full(n, np.nan)  # global x
+    g_ready = np.zeros(n, dtype=bool)  # global flags: a warp releases its rows after its last round
+    held: list[dict | None] = [None] * blocks
+    ticket, solved = 0, 0
+    trace = WarpRoundTrace()
+
+    def new_warp(chunk: dict, w: int) -> dict:
+        base, lanes = chunk["base"], []
+        for q in range(w * warp, min((w + 1) * warp, chunk["rows"].size)):
+            r = chunk["rows"][q]
+            deps = strict.indices[strict.indptr[r]:strict.indptr[r + 1]]
+            vals = strict.data[strict.indptr[r]:strict.indptr[r + 1]]
+            local = pos[deps] - base
+            kind = np.where((local >= 0) & (local < threads), np.where(local // warp == w, 0, 1), 2)
+            lanes.append({"q": q, "row": r, "deps": deps, "vals": vals, "local": local, "kind": kind,
+                          "wait": local[kind == 0] - w * warp})
+        return {"w": w, "state": "gather", "lanes": lanes, "done": np.zeros(len(lanes), dtype=bool),
+                "s": np.zeros(len(lanes)), "key": (chunk["index"], w)}
+
+    def gathered(chunk: dict, wp: dict) -> bool:
+        for ln in wp["lanes"]:
+            k = ln["kind"]
+            if not chunk["ready"][ln["local"][k == 1]].all() or not g_ready[ln["deps"][k == 2]].all():
+                return False
+        return True
+
+    def step(chunk: dict, wp: dict) -> int:
+        """One move of a warp: its gathering, or one round. Returns the rows computed."""
+        nonlocal solved
+        if wp["state"] == "gather":
+            for j, ln in enumerate(wp["lanes"]):
+                k = ln["kind"]
+                xdep = np.where(k == 1, chunk["x"][np.clip(ln["local"], 0, threads - 1)], x[ln["deps"]])
+                far = k != 0
+                wp["s"][j] = b[ln["row"]] - float(np.dot(ln["vals"][far], xdep[far]))
+                trace.shared_deps += int((k == 1).sum())
+                trace.global_deps += int((k == 2).sum())
+            wp["state"] = "rounds"
+            trace.rounds[wp["key"]] = []
+            return 0
+        done = wp["done"]
+        go = [j for j, ln in enumerate(wp["lanes"]) if not done[j] and done[ln["wait"]].all()]
+        xs = []
+        for j in go:  # every lane of the round reads shared x as it was before the round
+            ln = wp["lanes"][j]
+            near = ln["kind"] == 0
+            xs.append((wp["s"][j] - float(np.dot(ln["vals"][near], chunk["x"][ln["local"][near]]))) / d[ln["row"]])
+            trace.warp_deps += int(near.sum())
+        for j, xi in zip(go, xs):
+            ln = wp["lanes"][j]
+            chunk["x"][ln["q"]] = xi
+            chunk["ready"][ln["q"]] = True  # the shared flag, per row
+            x[ln["row"]] = xi
+        done[go] = True
+        trace.rounds[wp["key"]].append(np.array([wp["lanes"][j]["row"] for j in go], dtype=np.int64))
+        solved += len(go)
+        if done.all():
+            g_ready[[ln["row"] for ln in wp["lanes"]]] = True  # one release for the warp's rows
+            wp["state"] = "done"
+        return len(go)
+
+    while solved < n:
+        progress = False
+        for blk in rng.permutation(blocks):
+            c = held[blk]
+            if c is None or all(wp["state"] == "done" for wp in c["warps"]):
+                if ticket * threads >= n:
+                    held[blk] = None
+                    continue
+                base = ticket * threads
+                rows = perm[base:base + threads]
+                c = held[blk] = {"index": ticket, "base": base, "rows": rows, "x": np.full(threads, np.nan),
+                                 "ready": np.zeros(threads, dtype=bool)}
+                c["warps"] = [new_warp(c, w) for w in range(-(-rows.size // warp))]  # warps past n do nothing
+                ticket += 1
+                trace.chunks += 1
+                progress = True
+            can = [wp for wp in c["warps"] if wp["state"] == "rounds" or (wp["state"] == "gather" and gathered(c, wp))]
+            if not can:
+                continue
+            pick = rng.random(len(can)) < run_fraction
+            pick[rng.integers(len(can))] = True
+            for wp, go in zip(can, pick):
+                if go:
+                    step(c, wp)
+                    progress = True
+        trace.ticks += 1
+        if not progress:
+            raise RuntimeError(f"warp-round schedule deadlocked after {trace.ticks} ticks with {n - solved} rows "
+                               "unsolved")
     return x, trace
 
 

@@ -17,6 +17,10 @@
   the ticket spent) over chunks of the level order, dependencies inside a chunk through shared
   memory. The analysis runs on the GPU (``device_levels``: the ``level_analysis`` kernel and the
   level order by CuPy; schedule.py has its NumPy twin), timed by CUDA events as cuSPARSE's.
+- ``SyncFreeV3`` (method ``syncfree_v3``): the v3 kernel (sptrsv.cu ``syncfree_pull_v3``), v2 pull
+  with the dependencies inside a warp resolved in rounds (``__ballot_sync`` over a done mask) instead
+  of by spinning; pull only, whatever the v2 rule picks. Same grid, analysis and epochs as v2 pull;
+  its NumPy twin is schedule.warp_round_solve.
 
 Each solver holds its output in ``x`` (a CuPy array). Matrices come from :func:`upload`.
 """
@@ -38,7 +42,7 @@ STEM = "sptrsv"
 THREADS = 256  # also the rows per chunk of the v2 kernels (CHUNK in sptrsv.cu)
 SPIN_LIMIT_CYCLES = 10**10  # a row waiting longer (about 5 s) is a stall: the kernel ends, check() raises
 METHODS = ("cusparse", "levelset", "syncfree_warp", "syncfree_thread", "syncfree_levels", "syncfree_push",
-           "syncfree_pull")
+           "syncfree_pull", "syncfree_v3")
 BLOCKS_PER_SM = 8  # 2048 resident threads per SM on Hopper at 256 a block (the v2 kernels use <= 32 registers)
 MAX_SLEEP_NS = 256  # the longest __nanosleep of a waiting v2 row (a quarter of a hop): assumed
 WARP_ROW_NNZ = 16.0  # level-set rows this long on average get a warp each, shorter ones a thread
@@ -235,13 +239,16 @@ def device_levels(m: DeviceMatrix, kernels_dir: Path | None = None):
 class SyncFreeV2:
     """The v2 sync-free kernels, ``variant`` "push" (CSC, counters) or "pull" (CSR, ready flags)."""
 
+    METHOD: str | None = None  # a subclass's method name and kernel (v3); None: syncfree_<variant>
+    KERNEL: str | None = None
+
     def __init__(self, m: DeviceMatrix, b, kernels_dir: Path | None = None, variant: str = "push",
                  blocks_per_sm: int = BLOCKS_PER_SM):
         import cupy
 
         if variant not in ("push", "pull"):
             raise ValueError(f"v2 sync-free variant must be 'push' or 'pull', got {variant!r}")
-        self.name = f"syncfree_{variant}"
+        self.name = self.METHOD or f"syncfree_{variant}"
         self.m, self.b, self.variant = m, b, variant
         self.x = cupy.zeros(m.n, dtype=np.float64)
         self.ticket = cupy.zeros(1, dtype=np.int32)
@@ -254,7 +261,7 @@ class SyncFreeV2:
             self.epoch = 0
         self.need = self.need_local = self.perm = self.pos = None
         self._kernels_dir = kernels_dir
-        self._fn = kernels.function(STEM, self.name, m.device, kernels_dir)
+        self._fn = kernels.function(STEM, self.KERNEL or self.name, m.device, kernels_dir)
         self._grid = (kernels.sm_count(m.device) * blocks_per_sm, 1, 1)
 
     def analyse(self) -> None:
@@ -288,6 +295,16 @@ class SyncFreeV2:
     check = SyncFree.check
 
 
+class SyncFreeV3(SyncFreeV2):
+    """The v3 sync-free kernel (``syncfree_pull_v3``): v2 pull, in-warp dependencies in rounds."""
+
+    METHOD = "syncfree_v3"
+    KERNEL = "syncfree_pull_v3"
+
+    def __init__(self, m: DeviceMatrix, b, kernels_dir: Path | None = None, blocks_per_sm: int = BLOCKS_PER_SM):
+        super().__init__(m, b, kernels_dir, "pull", blocks_per_sm)
+
+
 def solvers(m: DeviceMatrix, b, kernels_dir: Path | None, analysis: schedule.Analysis | None = None,
             methods: tuple[str, ...] = METHODS) -> dict[str, Any]:
     """The named solvers for one uploaded matrix and right-hand side."""
@@ -297,6 +314,8 @@ def solvers(m: DeviceMatrix, b, kernels_dir: Path | None, analysis: schedule.Ana
             made[name] = CuSparse(m, b)
         elif name == "levelset":
             made[name] = LevelSet(m, b, kernels_dir, analysis)
+        elif name == "syncfree_v3":
+            made[name] = SyncFreeV3(m, b, kernels_dir)
         elif name in ("syncfree_push", "syncfree_pull"):
             made[name] = SyncFreeV2(m, b, kernels_dir, name.removeprefix("syncfree_"))
         elif name.startswith("syncfree_"):

@@ -40,6 +40,28 @@
 //   then writes x[i] and releases ready[i] = epoch (st.release: x before the flag). A new epoch
 //   per solve, so the flags need no reset between solves (ready starts at 0, epochs at 1).
 //
+// Sync-free v3 (`syncfree_pull_v3`): v2 pull with the in-warp dependencies resolved in rounds
+// instead of by spinning (CapelliniSpTRSV's warp-level idea). v2's thread whose dependency is an
+// earlier row of its own warp spun on a shared flag; under independent thread scheduling the
+// spinners held the warp's issue slots until the scheduler switched to the writer, microseconds
+// per in-warp dependency (session 19). Here a row's dependencies are of three kinds:
+// - outside the chunk: v2's ld.acquire polling of ready[c] == epoch with __nanosleep backoff;
+// - in the chunk, another warp (always an earlier one: the level order puts a dependency first):
+//   its shared flag, waited for with __nanosleep backoff (never a tight spin), then shared x;
+// - in the chunk, the same warp (an earlier lane): a bit of the lane's `wait` mask.
+// Each lane first sums the first two kinds, then the warp runs rounds: a lane whose `wait` bits
+// are all in the warp's `done` mask (a register, from __ballot_sync) adds its in-warp terms from
+// shared x and computes x[i]; __syncwarp orders those shared writes before the next round's reads.
+// A lane's in-warp dependencies are lower lanes, so every round computes at least the lowest
+// lane left: at most 32 rounds, no waiting inside the warp at all. A pure in-warp chain takes 32
+// rounds of a few dozen cycles each instead of 32 scheduler switches.
+// Publishing: shared x and flag per row as soon as it is computed (other warps of the block may
+// wait on it; a block-scope fence is cheap). Global x[i] is stored when computed but its flag is
+// released once per warp, after the rounds, by one converged st.release (a single fence for the
+// warp's 32 rows instead of up to 32 serialised ones in a chain): a dependent in a later chunk
+// waits at most the rest of the warp's rounds (tens of ns) longer, against a fence (hundreds of
+// ns) per row saved on every chain step. The NumPy twin is schedule.warp_round_solve.
+//
 // Level analysis on the GPU (`level_analysis`, for the v2 kernels): depth[i] = 1 + the largest
 // depth of row i's dependencies (1 for a row without), i.e. its level + 1, so a non-zero depth
 // is its own ready flag (st.release; readers ld.acquire). CSR pull in natural order, blocks
@@ -273,6 +295,74 @@ extern "C" __global__ void __launch_bounds__(CHUNK) syncfree_pull(
             x[i] = xi;
             store_release(ready + i, epoch);  // once per row: x[i] before its flag
         }
+    }
+}
+
+constexpr unsigned FULL_MASK = 0xffffffffu;
+
+extern "C" __global__ void __launch_bounds__(CHUNK) syncfree_pull_v3(
+    const int* __restrict__ rowptr, const int* __restrict__ colidx, const double* __restrict__ val,
+    const double* __restrict__ b, double* x, int* ready, int epoch, const int* __restrict__ perm,
+    const int* __restrict__ pos, int* ticket, int n, unsigned max_sleep_ns, long long spin_limit, int* stalled) {
+    __shared__ double s_x[CHUNK];
+    __shared__ int s_ready[CHUNK];
+    __shared__ int base;
+    const int t = threadIdx.x, warp = t >> 5, lane = t & 31;
+    while (next_chunk(ticket, &base, n)) {
+        s_ready[t] = 0;
+        __syncthreads();
+        const bool valid = base + t < n;
+        const int i = valid ? perm[base + t] : 0;
+        const int lo = valid ? rowptr[i] : 0, diag = valid ? rowptr[i + 1] - 1 : 0;
+        const long long start = clock64();
+        double s = valid ? b[i] : 0.0;
+        unsigned wait = 0;  // lanes of this warp whose rows this row needs
+        for (int p = lo; p < diag; ++p) {
+            const int c = colidx[p], l = pos[c] - base;
+            double xc;
+            if ((unsigned)l < CHUNK) {
+                if ((l >> 5) == warp) {  // the same warp: resolved in the rounds below
+                    wait |= 1u << (l & 31);
+                    continue;
+                }
+                unsigned ns = 16;  // an earlier warp of the block: sleep, so that it gets the issue slots
+                while (*(volatile int*)&s_ready[l] == 0) {
+                    if (spun_out(start, spin_limit, stalled, i)) break;
+                    back_off(ns, max_sleep_ns);
+                }
+                __threadfence_block();
+                xc = *(volatile double*)&s_x[l];
+            } else {
+                unsigned ns = 32;
+                for (int spins = 0; load_acquire(ready + c) != epoch; ++spins) {
+                    if (spun_out(start, spin_limit, stalled, i)) break;
+                    if (spins >= 8) back_off(ns, max_sleep_ns);
+                }
+                xc = load_volatile(x + c);
+            }
+            s -= val[p] * xc;
+        }
+        bool todo = valid;
+        unsigned done = ~__ballot_sync(FULL_MASK, todo);  // lanes past n count as done
+        while (done != FULL_MASK) {
+            if (todo && (wait & ~done) == 0) {
+                if (wait != 0) {
+                    for (int p = lo; p < diag; ++p) {
+                        const int l = pos[colidx[p]] - base;
+                        if ((unsigned)l < CHUNK && (l >> 5) == warp) s -= val[p] * *(volatile double*)&s_x[l];
+                    }
+                }
+                const double xi = s / val[diag];
+                s_x[t] = xi;
+                x[i] = xi;
+                __threadfence_block();
+                *(volatile int*)&s_ready[t] = 1;  // for the block's later warps
+                todo = false;
+            }
+            __syncwarp();  // this round's shared x before the next round's reads
+            done = ~__ballot_sync(FULL_MASK, todo);
+        }
+        if (valid) store_release(ready + i, epoch);  // converged: one release for the warp's rows
     }
 }
 
