@@ -190,6 +190,17 @@ __device__ __forceinline__ void back_off(unsigned& ns, unsigned max_ns) {
     ns = min(2 * ns, max_ns);
 }
 
+// Poll an acquire-ordered flag until it holds `want`, or until the spin limit trips (recorded in
+// *stalled): eight tight polls, then __nanosleep back-off doubling up to max_ns.
+__device__ __forceinline__ void await_flag(const int* p, int want, long long start, long long spin_limit,
+                                           int* stalled, int row, unsigned max_ns) {
+    unsigned ns = 32;
+    for (int spins = 0; load_acquire(p) != want; ++spins) {
+        if (spun_out(start, spin_limit, stalled, row)) return;
+        if (spins >= 8) back_off(ns, max_ns);
+    }
+}
+
 constexpr int CHUNK = 256;  // rows per chunk: the launch's blockDim.x
 
 // The next chunk of the level order for this block, in *chunk; false when every chunk is taken.
@@ -219,13 +230,7 @@ extern "C" __global__ void __launch_bounds__(CHUNK) syncfree_push(
             // the chunk's dependencies first (shared memory, no global traffic), then the rest
             while (*(volatile int*)&s_count[t] != near && !spun_out(start, spin_limit, stalled, i)) {}
             __threadfence_block();
-            if (far_need > 0) {
-                unsigned ns = 32;
-                for (int spins = 0; load_acquire(count + i) != far_need; ++spins) {
-                    if (spun_out(start, spin_limit, stalled, i)) break;
-                    if (spins >= 8) back_off(ns, max_sleep_ns);
-                }
-            }
+            if (far_need > 0) await_flag(count + i, far_need, start, spin_limit, stalled, i, max_sleep_ns);
             const int first = colptr[i], end = colptr[i + 1];
             const double xi = (b[i] - load_volatile(left_sum + i) - *(volatile double*)&s_sum[t]) / val[first];
             x[i] = xi;
@@ -279,11 +284,7 @@ extern "C" __global__ void __launch_bounds__(CHUNK) syncfree_pull(
                     __threadfence_block();
                     xc = *(volatile double*)&s_x[l];
                 } else {
-                    unsigned ns = 32;
-                    for (int spins = 0; load_acquire(ready + c) != epoch; ++spins) {
-                        if (spun_out(start, spin_limit, stalled, i)) break;
-                        if (spins >= 8) back_off(ns, max_sleep_ns);
-                    }
+                    await_flag(ready + c, epoch, start, spin_limit, stalled, i, max_sleep_ns);
                     xc = load_volatile(x + c);
                 }
                 s -= val[p] * xc;
@@ -333,11 +334,7 @@ extern "C" __global__ void __launch_bounds__(CHUNK) syncfree_pull_v3(
                 __threadfence_block();
                 xc = *(volatile double*)&s_x[l];
             } else {
-                unsigned ns = 32;
-                for (int spins = 0; load_acquire(ready + c) != epoch; ++spins) {
-                    if (spun_out(start, spin_limit, stalled, i)) break;
-                    if (spins >= 8) back_off(ns, max_sleep_ns);
-                }
+                await_flag(ready + c, epoch, start, spin_limit, stalled, i, max_sleep_ns);
                 xc = load_volatile(x + c);
             }
             s -= val[p] * xc;
