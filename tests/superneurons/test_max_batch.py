@@ -33,11 +33,11 @@ def test_smoke_run_through_the_runner(compose, tmp_path):
     from repro.pipeline.run import execute
 
     out = tmp_path / "run"
-    # the smoke budgets (10 s per arm) cut the search on a loaded machine (load 7 on 2 cores: tag "time";
-    # 120 s per arm was cut too, beside the smoke DAG under `make test`'s two workers); this test is about
-    # the bracketing, so the clock must not decide it: a budget no search here comes near
+    # the smoke budgets (10 s per arm) cut the search on a loaded machine (tag "time"); this test is about
+    # the bracketing, so the clock must not decide it: a budget no search here comes near, set in the
+    # smoke section, which is merged over params at this scale
     execute(compose(["experiment=superneurons/max_batch", "scale=smoke", "device=cpu", f"out={out}",
-                     "experiment.params.budget_s.plain=3600", "experiment.params.budget_s.ours=3600"]))
+                     "experiment.smoke.budget_s.plain=3600", "experiment.smoke.budget_s.ours=3600"]))
     rec = records.read(out)
     m = rec["metrics"]
     nets = ["vgg_tiny", "resnet_tiny"]
