@@ -323,8 +323,15 @@ def _abstract_base(argv) -> str | None:
 
 
 def precheck(argv: list[str]) -> int:
-    """Compose and validate the command line as the run will (plan()), before Hydra creates or writes
-    anything; 0 when it is good, else the exit code after printing what is wrong."""
+    """Validate the command line as the run will, writing nothing: 0 when it is good, else the exit
+    code after printing what is wrong (checked_config)."""
+    checked = checked_config(argv)
+    return checked if isinstance(checked, int) else 0
+
+
+def checked_config(argv: list[str]) -> int | DictConfig:
+    """Compose and validate the command line as the run will (plan()), before anything is created or
+    written; the composed config when it is good, else the exit code after printing what is wrong."""
     import re
 
     from hydra import compose, initialize_config_dir
@@ -356,15 +363,13 @@ def precheck(argv: list[str]) -> int:
         if isinstance(exc, reported_errors()):
             return _fail(str(exc))
         raise
-    return 0
+    return cfg
 
 
-@hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="run")
-def hydra_main(cfg: DictConfig) -> None:
-    from hydra.core.hydra_config import HydraConfig
-
+def _execute_reporting(cfg: DictConfig, overrides) -> None:
+    """execute(), with the errors a user can fix reported as one line and an exit code."""
     try:
-        execute(cfg, HydraConfig.get().overrides.task)
+        execute(cfg, overrides)
     except NeedsGPU as exc:
         sys.exit(_fail(str(exc), 3))
     except Exception as exc:
@@ -373,18 +378,42 @@ def hydra_main(cfg: DictConfig) -> None:
         raise
 
 
+@hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="run")
+def hydra_main(cfg: DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
+
+    _execute_reporting(cfg, HydraConfig.get().overrides.task)
+
+
+# Hydra's `hydra/job_logging: stdout` (config/run.yaml), set up the way hydra.main would.
+STDOUT_LOGGING = {"version": 1, "formatters": {"simple": {"format": "%(message)s"}},
+                  "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "simple",
+                                           "stream": "ext://sys.stdout"}},
+                  "root": {"level": "INFO", "handlers": ["console"]}, "disable_existing_loggers": False}
+
+
 def main() -> None:
-    """Entry point: a plain command line (overrides only) is validated before Hydra starts, so a bad
-    one writes nothing; Hydra's own flags (--help, --cfg, -m, ...) go straight to Hydra."""
+    """Entry point: a plain command line (overrides only) is composed and validated before anything is
+    written, so a bad one writes nothing, and then runs on that composed config: Hydra would compose
+    it twice more (a third of a short job's start-up). A command line with Hydra's own flags (--help,
+    --cfg, -m, ...) or ``hydra.*`` overrides goes to Hydra's entry point."""
+    import logging.config
+
     from repro.pipeline import watchdog
 
     watchdog.start()  # a job of a killed workflow stops (repro.pipeline.watchdog)
     argv = sys.argv[1:]
-    if not any(a.startswith("-") for a in argv):
-        code = precheck(argv)
-        if code:
-            sys.exit(code)
-    hydra_main()
+    if any(a.startswith("-") for a in argv):
+        hydra_main()
+        return
+    cfg = checked_config(argv)
+    if isinstance(cfg, int):
+        sys.exit(cfg)
+    if any(a.lstrip("+~").startswith("hydra") for a in argv):
+        hydra_main()
+        return
+    logging.config.dictConfig(STDOUT_LOGGING)
+    _execute_reporting(cfg, argv)
 
 
 if __name__ == "__main__":
