@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import torch.nn as nn
 
-from repro.models.densenet import DenseBlock, Transition
+from repro.models.densenet import dense_stages
 from repro.models.resnet import cifar_resnet
 from repro.models.vgg import cifar_vgg
 from repro.split.exits import ExitNet
@@ -39,16 +39,9 @@ def vgg(depth: int = 16, width: float = 1.0, num_classes: int = 10) -> ExitNet:
 def densenet(growth: int = 12, blocks: Sequence[int] = (16, 16, 16), bn_size: int = 4, compression: float = 0.5,
              num_classes: int = 10) -> ExitNet:
     """DenseNet-BC for 32x32 inputs; the defaults are DenseNet-BC-100 (k = 12)."""
-    c = 2 * growth
-    layers: list[nn.Module] = [nn.Conv2d(3, c, 3, padding=1, bias=False)]
-    for k, n in enumerate(blocks):
-        layers.append(DenseBlock(n, c, growth, bn_size))
-        c += n * growth
-        if k + 1 < len(blocks):
-            out = int(c * compression)
-            layers.append(Transition(c, out))
-            c = out
-    layers += [nn.BatchNorm2d(c), nn.ReLU(inplace=True), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, num_classes)]
+    stages, c = dense_stages(2 * growth, growth, blocks, bn_size, compression)
+    layers = [nn.Conv2d(3, 2 * growth, 3, padding=1, bias=False), *stages, nn.BatchNorm2d(c), nn.ReLU(inplace=True),
+              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, num_classes)]
     return _tail(layers, 3, "densenet")
 
 

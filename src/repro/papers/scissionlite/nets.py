@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from repro.experiment import Context, Result, experiment
-from repro.split import plain, profile, transfer
+from repro.split import plain, processors, profile, transfer
 from repro.split.train import ExitTraining, exit_accuracy, train_exits
 from repro.train.arm import splits
 
@@ -51,14 +51,10 @@ class NetsParams:
 def nets(p: NetsParams, ctx: Context) -> Result:
     import torch
 
-    if not p.device_threads or min(p.device_threads) < 1:
-        raise ValueError(f"device_threads: need thread counts >= 1, got {p.device_threads}")
+    runs = processors.processors(ctx.device, p.device_threads, p.edge_threads)
     train, test = splits(p.data, ctx)
-    gpu = ctx.device.startswith("cuda")
-    edge_threads = p.edge_threads or torch.get_num_threads()
-    runs = [("device", "cpu", t) for t in p.device_threads] + [("edge", "cuda" if gpu else "cpu", edge_threads)]
     x = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(0))
-    accuracy, codecs, layers, losses, tags = [], [], [], [], {}
+    accuracy, codecs, layers, losses = [], [], [], []
     for spec in p.nets:
         name = spec["name"]
         net = plain.build(name, **spec["kw"])
@@ -78,21 +74,18 @@ def nets(p: NetsParams, ctx: Context) -> Result:
                 side = coded.layers[1]
                 for role, dev, threads in runs:
                     t = transfer.codec_times(side, tensors[s], dev, threads, p.warmup, p.repeats)
-                    codecs.append(dict(net=name, split=s, codec=codec, role=role, threads=threads if dev == "cpu" else 0,
+                    codecs.append(dict(net=name, split=s, codec=codec, role=role,
+                                       threads=processors.recorded_threads(dev, threads),
                                        plain_bytes=tensors[s].numel() * tensors[s].element_size(), **t))
         for role, dev, threads in runs:
             df = profile.profile(net, dev, threads, p.warmup, p.repeats)
-            layers.append(df.assign(net=name, kw=str(spec["kw"]), role=role, threads=threads if dev == "cpu" else 0))
-            if role == "device":
-                tags[f"device_{threads}"] = profile.processor_name(dev, threads)
+            layers.append(df.assign(net=name, kw=str(spec["kw"]), role=role,
+                                    threads=processors.recorded_threads(dev, threads)))
     acc, layers, codecs = pd.DataFrame(accuracy), pd.concat(layers, ignore_index=True), pd.DataFrame(codecs)
     metrics = {f"{n}_top1": a for n, a in acc.loc[acc["codec"] == "none", ["net", "top1"]].itertuples(index=False)}
     for (net, codec), g in acc[acc["codec"] != "none"].groupby(["net", "codec"]):
         metrics[f"{net}_{codec}_drop_max_points"] = float(g["drop_points"].max())
-    for (net, role, threads), g in layers[layers["where"] == "layer"].groupby(["net", "role", "threads"]):
-        metrics[f"{net}_{role}{threads if role == 'device' else ''}_backbone_ms"] = float(g["time_s"].sum() * 1e3)
-    tags.update(edge="GPU" if gpu else "CPU stand-in (no GPU: the edge here is this CPU at all its threads)",
-                edge_processor=profile.processor_name("cuda" if gpu else "cpu", edge_threads),
-                n_train=str(len(train)), n_test=str(len(test)))
+    metrics.update(processors.backbone_metrics(layers))
+    tags = {**processors.tags(runs), "n_train": str(len(train)), "n_test": str(len(test))}
     return Result(metrics=metrics, tables={"accuracy": acc, "codecs": codecs, "layers": layers,
                                            "training": pd.concat(losses, ignore_index=True)}, tags=tags)
