@@ -13,7 +13,7 @@ import pandas as pd
 
 from repro.experiment import Context, Result, experiment
 from repro.split import exits, processors, profile
-from repro.split.train import ExitTraining, exit_accuracy, train_exits
+from repro.split.train import DataParams, ExitTraining, exit_accuracy, train_exits
 from repro.train.arm import splits
 
 
@@ -21,12 +21,6 @@ def _nets() -> list[dict]:
     return [{"name": "alexnet", "kw": {"width": 1.0}, "fit": [{"width": 0.5}, {"width": 0.75}, {"width": 1.5}]},
             {"name": "resnet", "kw": {"depth": 20, "width": 16},
              "fit": [{"depth": 20, "width": 8}, {"depth": 20, "width": 12}, {"depth": 20, "width": 24}]}]
-
-
-@dataclass
-class DataParams:
-    n_train: int = 0  # a class-balanced subset of the train split; 0 = all of it
-    n_test: int = 0
 
 
 @dataclass

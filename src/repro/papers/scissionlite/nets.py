@@ -13,19 +13,13 @@ import pandas as pd
 
 from repro.experiment import Context, Result, experiment
 from repro.split import plain, processors, profile, transfer
-from repro.split.train import ExitTraining, exit_accuracy, train_exits
+from repro.split.train import DataParams, ExitTraining, exit_accuracy, train_exits
 from repro.train.arm import splits
 
 
 def _nets() -> list[dict]:
     return [{"name": "resnet", "kw": {"depth": 20, "width": 16}}, {"name": "vgg", "kw": {"depth": 16}},
             {"name": "densenet", "kw": {"growth": 12, "blocks": [6, 6, 6]}}]
-
-
-@dataclass
-class DataParams:
-    n_train: int = 0  # a class-balanced subset of the train split; 0 = all of it
-    n_test: int = 0
 
 
 @dataclass
