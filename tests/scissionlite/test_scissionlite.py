@@ -60,6 +60,7 @@ def test_split_headlines_within_their_ceilings(runs):
     assert (wide["ideal"] <= wide[["scission", "scissionlite", "int8"]].min(axis=1) + 1e-12).all()
     assert {"assumed_base", "assumed_min", "assumed_max"} <= set(m) and m["assumed_min"] <= m["vs_local"] <= m["assumed_max"]
     assert set(result.tables["curve"]["key"]) == {"assumed.device_slowdown", "bandwidth_mbps"}
+    assert 0 < m["device_edge_ratio_min"] <= m["device_edge_ratio_max"]
     assert fig is not None
 
 
@@ -93,7 +94,7 @@ def test_split_latencies_by_hand():
         2.0 + 0.1 + 0.5 + 0.1 + 0.02 + 0.1)
     h = splitmod.headline(splitmod.evaluate(_inputs(), A, BW, 1.0))
     assert h["vs_local"] == pytest.approx(11.0 / 1.77) and h["vs_scission"] == pytest.approx(9.2 / 1.77)
-    assert h["vs_local_ceiling"] == pytest.approx(11.0 / 0.3)
+    assert h["vs_local_ceiling"] == pytest.approx(11.0 / 0.3) and h["device_edge_ratio_max"] == pytest.approx(11.0 / 0.2)
 
 
 def test_a_codec_past_the_accuracy_bound_is_never_chosen():

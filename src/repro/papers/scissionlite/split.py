@@ -88,7 +88,8 @@ def read_nets(path: Path) -> Inputs:
 
 
 def evaluate(inp: Inputs, a: Assumed, bandwidth_mbps: float, max_drop_points: float) -> pd.DataFrame:
-    """One row per (net, threads, method): latency_ms, split, codec, drop_points."""
+    """One row per (net, threads, method): latency_ms, split, codec, drop_points, and the net's
+    device/edge speed ratio (its whole time on the device over its whole time on the edge)."""
     bw, rtt = bandwidth_mbps * 1e6, a.rtt_ms / 1e3
     rows = []
     for (net, threads), prof in inp.profiles.items():
@@ -111,8 +112,9 @@ def evaluate(inp: Inputs, a: Assumed, bandwidth_mbps: float, max_drop_points: fl
                 k = int(np.flatnonzero(mask)[np.argmin(coded[mask])])
                 if coded[k] < best[method][0]:
                     best[method] = (coded[k], int(c["split"].iloc[k]), codec, float(c["drop_points"].iloc[k]))
-        rows += [dict(net=net, threads=threads, method=m, latency_ms=1e3 * t, split=s, codec=k, drop_points=d)
-                 for m, (t, s, k, d) in best.items()]
+        ratio = plain[n] / (p.edge.sum() + p.edge_head[-1])  # the whole net's time, device over edge
+        rows += [dict(net=net, threads=threads, method=m, latency_ms=1e3 * t, split=s, codec=k, drop_points=d,
+                      device_edge_ratio=ratio) for m, (t, s, k, d) in best.items()]
     return pd.DataFrame(rows)
 
 
@@ -120,10 +122,11 @@ def speedups(points: pd.DataFrame) -> pd.DataFrame:
     """Per (net, threads): ScissionLite's speedup over device only and over Scission, int8's over
     Scission, and the ideal's (the ceilings), with the accuracy drop ScissionLite's choice costs."""
     w = points.pivot_table(index=["net", "threads"], columns="method", values="latency_ms")
-    drop = points[points["method"] == "scissionlite"].set_index(["net", "threads"])["drop_points"]
+    chosen = points[points["method"] == "scissionlite"].set_index(["net", "threads"])
     return pd.DataFrame({"vs_local": w["device_only"] / w["scissionlite"], "vs_scission": w["scission"] / w["scissionlite"],
                          "int8_vs_scission": w["scission"] / w["int8"], "ideal_vs_local": w["device_only"] / w["ideal"],
-                         "ideal_vs_scission": w["scission"] / w["ideal"], "drop_points": drop}).reset_index()
+                         "ideal_vs_scission": w["scission"] / w["ideal"], "drop_points": chosen["drop_points"],
+                         "device_edge_ratio": chosen["device_edge_ratio"]}).reset_index()
 
 
 def headline(points: pd.DataFrame) -> dict[str, float]:
@@ -136,6 +139,7 @@ def headline(points: pd.DataFrame) -> dict[str, float]:
         out.update({h: float(top[h]), f"{h}_drop_points": float(top["drop_points"]),
                     f"{h}_ceiling": float(sp[f"ideal_{h}"].max())})
     out["int8_vs_scission"] = float(sp["int8_vs_scission"].max())
+    out["device_edge_ratio_min"], out["device_edge_ratio_max"] = map(float, sp["device_edge_ratio"].agg(["min", "max"]))
     return out
 
 
