@@ -47,20 +47,28 @@ class Transition(nn.Module):
         return F.avg_pool2d(self.conv(F.relu(self.norm(x))), 2)
 
 
+def dense_stages(cin: int, growth: int, blocks: Sequence[int], bn_size: int,
+                 compression: float) -> tuple[list[nn.Module], int]:
+    """The dense blocks with a transition (compressing the channels by ``compression``) between each
+    two; returns them and the channels out."""
+    stages, c = [], cin
+    for k, n in enumerate(blocks):
+        stages.append(DenseBlock(n, c, growth, bn_size))
+        c += n * growth
+        if k + 1 < len(blocks):
+            out = int(c * compression)
+            stages.append(Transition(c, out))
+            c = out
+    return stages, c
+
+
 class DenseNet(nn.Module):
     def __init__(self, num_classes: int = 1000, growth: int = 32, blocks: Sequence[int] = (6, 12, 24, 16),
                  init_features: int = 64, bn_size: int = 4, compression: float = 0.5):
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(3, init_features, 7, 2, 3, bias=False), nn.BatchNorm2d(init_features),
                                   nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1))
-        stages, c = [], init_features
-        for k, n in enumerate(blocks):
-            stages.append(DenseBlock(n, c, growth, bn_size))
-            c += n * growth
-            if k + 1 < len(blocks):
-                out = int(c * compression)
-                stages.append(Transition(c, out))
-                c = out
+        stages, c = dense_stages(init_features, growth, blocks, bn_size, compression)
         self.stages = nn.ModuleList(stages)
         self.norm = nn.BatchNorm2d(c)
         self.classifier = nn.Linear(c, num_classes)

@@ -19,6 +19,14 @@ from repro.train.trainer import TrainConfig, make_sgd
 
 
 @dataclass
+class DataParams:
+    """The CIFAR-10 subset a nets experiment trains and tests on (repro.train.arm.splits)."""
+
+    n_train: int = 0  # a class-balanced subset of the train split; 0 = all of it
+    n_test: int = 0
+
+
+@dataclass
 class ExitTraining:
     epochs: int = 30  # assumed: a CIFAR-10 schedule long enough for the exits to separate in accuracy
     batch_size: int = 128

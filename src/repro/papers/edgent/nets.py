@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from repro.experiment import Context, Result, experiment
-from repro.split import exits, profile
-from repro.split.train import ExitTraining, exit_accuracy, train_exits
+from repro.split import exits, processors, profile
+from repro.split.train import DataParams, ExitTraining, exit_accuracy, train_exits
 from repro.train.arm import splits
 
 
@@ -21,12 +21,6 @@ def _nets() -> list[dict]:
     return [{"name": "alexnet", "kw": {"width": 1.0}, "fit": [{"width": 0.5}, {"width": 0.75}, {"width": 1.5}]},
             {"name": "resnet", "kw": {"depth": 20, "width": 16},
              "fit": [{"depth": 20, "width": 8}, {"depth": 20, "width": 12}, {"depth": 20, "width": 24}]}]
-
-
-@dataclass
-class DataParams:
-    n_train: int = 0  # a class-balanced subset of the train split; 0 = all of it
-    n_test: int = 0
 
 
 @dataclass
@@ -42,14 +36,9 @@ class NetsParams:
 
 @experiment(params=NetsParams, needs_gpu=False)
 def nets(p: NetsParams, ctx: Context) -> Result:
-    import torch
-
-    if not p.device_threads or min(p.device_threads) < 1:
-        raise ValueError(f"device_threads: need thread counts >= 1, got {p.device_threads}")
+    runs = processors.processors(ctx.device, p.device_threads, p.edge_threads)
     train, test = splits(p.data, ctx)
-    gpu = ctx.device.startswith("cuda")
-    edge_threads = p.edge_threads or torch.get_num_threads()
-    accuracy, losses, layers, tags = [], [], [], {}
+    accuracy, losses, layers = [], [], []
     for spec in p.nets:
         net = exits.build(spec["name"], **spec["kw"])
         hist = train_exits(net, train, p.training, ctx.device, ctx.seed, progress=ctx.progress)
@@ -59,20 +48,14 @@ def nets(p: NetsParams, ctx: Context) -> Result:
                      for e, (a, v) in enumerate(zip(net.attach, acc))]
         for variant, kw in [("trained", spec["kw"]), *[(f"fit{k}", kw) for k, kw in enumerate(spec.get("fit", []))]]:
             model = net if variant == "trained" else exits.build(spec["name"], **kw)
-            runs = [("device", "cpu", t) for t in p.device_threads] + [("edge", "cuda" if gpu else "cpu", edge_threads)]
             for role, dev, threads in runs:
                 df = profile.profile(model, dev, threads, p.warmup, p.repeats)
                 layers.append(df.assign(net=spec["name"], variant=variant, kw=str(kw), role=role,
-                                        threads=threads if dev == "cpu" else 0))
-                if role == "device":
-                    tags[f"device_{threads}"] = profile.processor_name(dev, threads)
+                                        threads=processors.recorded_threads(dev, threads)))
     layers = pd.concat(layers, ignore_index=True)
     acc = pd.DataFrame(accuracy)
     trained = layers[layers["variant"] == "trained"]
     metrics = {f"{n}_exit{e}_top1": a for n, e, a in acc[["net", "exit", "accuracy"]].itertuples(index=False)}
-    for (net, role, threads), g in trained[trained["where"] == "layer"].groupby(["net", "role", "threads"]):
-        metrics[f"{net}_{role}{threads if role == 'device' else ''}_backbone_ms"] = float(g["time_s"].sum() * 1e3)
-    tags.update(edge="GPU" if gpu else "CPU stand-in (no GPU: the edge here is this CPU at all its threads)",
-                edge_processor=profile.processor_name("cuda" if gpu else "cpu", edge_threads),
-                n_train=str(len(train)), n_test=str(len(test)))
+    metrics.update(processors.backbone_metrics(trained))
+    tags = {**processors.tags(runs), "n_train": str(len(train)), "n_test": str(len(test))}
     return Result(metrics=metrics, tables={"exits": acc, "layers": layers, "training": pd.concat(losses)}, tags=tags)
