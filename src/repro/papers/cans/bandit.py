@@ -1,26 +1,31 @@
 """CANS's bandit as a model fed by measurements (``bandit``, claim cans.latency).
 
 N devices of a few types (a type: a net, a device profile scaled by a slowdown, a network class)
-share one edge server. Every step each device infers one image: it picks a split point s; it runs
-layers 0..s-1 itself (time known to it: it profiles itself), sends the tensor crossing s over its own
-link (a lognormal AR(1) bandwidth trace around its own mean, repro.sim.network) and the edge runs the
-rest, slowed by the number of devices offloading in that step (the ``edge_load`` record's per-layer
-times at 1..K concurrent clients, interpolated in the count). s = L runs the whole net on the device.
+share one edge server. Every step each device infers one image, the devices deciding one after
+another in a random order (requests arrive at different times). A device picks a split point s; it
+runs layers 0..s-1 itself (time known to it: it profiles itself), sends the tensor crossing s over
+its own link (a lognormal AR(1) bandwidth trace around its own mean, repro.sim.network) and the edge
+runs the rest, slowed by the requests it serves at once: this one and every other device whose latest
+request was offloaded (the ``edge_load`` record's per-layer times at 1..K concurrent clients,
+interpolated in the count). s = L runs the whole net on the device. A learner predicts the offloading
+delay from the split's features with the transfer time at the bandwidth the device's previous
+inference saw (repro.papers.cans.linucb).
 
 Policies (repro.papers.cans.linucb; one LinUCB model per device, per group or for all):
-- ``cans``: FedLinUCB-DW: one model per device type (grouping), aggregated every step, warm-started;
+- ``cans``: FedLinUCB-DW: one model per device type (grouping), warm-started; the model takes each
+  observation before the next decision (aggregation per inference: the paper's period was not read);
 - ``fedlinucb_no_grouping``: one model for every device, warm-started;
 - ``fedlinucb_no_warm_start``: one model per type, no warm start;
 - ``ans``: Autodidactic Neurosurgeon's per-device LinUCB (no sharing, no warm start; its forced
   sampling and key-frame weighting are left out);
 - ``static``: Neurosurgeon's fixed split, the best at the type's nominal bandwidth with the edge alone;
-- ``oracle``: each step the best split for the true bandwidth, the others' load of the previous step.
+- ``oracle``: the best split for the true bandwidth and the other devices' requests on the edge.
 Warm start (the paper's "offline early-exit inference experience", read here as offline observations
 of the offloading delay): ``warm_samples`` observations per offloading split per device at the type's
 nominal bandwidth with the edge serving it alone, so biased against the online world.
 
-Regret of a device at a step: its latency minus the least latency any split would have had given the
-bandwidth and the other devices' choices of that step. The headline: 1 - mean latency(CANS) / mean
+Regret of a decision: its latency minus the least latency any split would have had given the
+bandwidth and the other devices' requests on the edge. The headline: 1 - mean latency(CANS) / mean
 latency(ANS), over every device, step and seed. Every parameter below cites the paper or is marked
 assumed; the tornado moves each assumed one over its span. None is set from the paper's result."""
 
@@ -128,6 +133,7 @@ class World:
     rtt: np.ndarray
     nominal_bps: np.ndarray
     bps: np.ndarray  # (steps, devices)
+    order: np.ndarray  # (steps, devices): the order the devices decide in at each step
 
     @property
     def n(self) -> int:
@@ -136,6 +142,14 @@ class World:
     def offload(self, i: int, s: int, bps: float, clients: int) -> float:
         net = self.nets[i]
         return 8.0 * net.bytes[s] / bps + self.rtt[i] + net.edge_at(clients)[s]
+
+    def context(self, i: int, bps: float) -> np.ndarray:
+        """Device i's arm features with the first column the transfer time (ms) at ``bps``: the
+        bandwidth its previous inference measured (assumed known to the device, as its own times)."""
+        net = self.nets[i]
+        X = net.X.copy()
+        X[:, 0] = MS * 8.0 * net.bytes[: net.L] / bps
+        return X
 
     def all_splits(self, i: int, bps: float, others: int) -> np.ndarray:
         """Latency of every split of device i when ``others`` other devices offload."""
@@ -166,7 +180,8 @@ def build_world(surfaces: dict, types: list[dict], a: Assumed, p: BanditParams, 
             known.append(k)
             rtt.append(ty["rtt_ms"] / 1e3)
             nominal.append(mean * 1e6)
-    return World(kind, nets, known, np.array(rtt), np.array(nominal), np.column_stack(traces))
+    order = np.array([rng.permutation(len(kind)) for _ in range(steps)])
+    return World(kind, nets, known, np.array(rtt), np.array(nominal), np.column_stack(traces), order)
 
 
 def _models(world: World, group: str, alpha: float, l2: float, warm: int) -> tuple[list[LinUCB], list[int]]:
@@ -174,7 +189,7 @@ def _models(world: World, group: str, alpha: float, l2: float, warm: int) -> tup
     index = {"device": list(range(world.n)), "type": list(world.kind), "all": [0] * world.n}[group]
     models = [LinUCB(world.nets[0].X.shape[1], alpha, l2) for _ in range(max(index) + 1)]
     for i in range(world.n) if warm else ():
-        X = world.nets[i].X
+        X = world.context(i, world.nominal_bps[i])
         y = MS * np.array([world.offload(i, s, world.nominal_bps[i], 1) for s in range(len(X))])
         for _ in range(warm):
             models[index[i]].update(X, y)
@@ -184,7 +199,6 @@ def _models(world: World, group: str, alpha: float, l2: float, warm: int) -> tup
 def simulate(world: World, policy: str, alpha: float, l2: float, warm: int) -> tuple[np.ndarray, np.ndarray]:
     """(latency, regret), each (steps, devices) in seconds."""
     steps, n = world.bps.shape
-    L = np.array([net.L for net in world.nets])
     if policy in LEARNERS:
         group, warm_start = LEARNERS[policy]
         models, index = _models(world, group, alpha, l2, warm if warm_start else 0)
@@ -193,24 +207,21 @@ def simulate(world: World, policy: str, alpha: float, l2: float, warm: int) -> t
     elif policy != "oracle":
         raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
     latency, regret = np.zeros((steps, n)), np.zeros((steps, n))
-    prev = np.zeros(n, bool)  # who offloaded in the previous step (the oracle's load estimate)
+    offloading = np.zeros(n, bool)  # whether each device's latest request is on the edge
     for t in range(steps):
-        if policy in LEARNERS:
-            split = [choose(MS * world.known[i], models[index[i]], world.nets[i].X) for i in range(n)]
-        elif policy == "static":
-            split = fixed
-        else:
-            split = [int(np.argmin(world.all_splits(i, world.bps[t, i], int(prev.sum() - prev[i])))) for i in range(n)]
-        off = np.array(split) < L
-        clients = int(off.sum())
-        for i, s in enumerate(split):
-            every = world.all_splits(i, world.bps[t, i], clients - int(off[i]))
-            latency[t, i] = every[s]
-            regret[t, i] = every[s] - every.min()
-        if policy in LEARNERS:
-            for i in np.flatnonzero(off):  # the round's observations, aggregated before the next round
-                models[index[i]].update(world.nets[i].X[split[i]], MS * (latency[t, i] - world.known[i][split[i]]))
-        prev = off
+        seen = world.bps[t - 1] if t else world.nominal_bps
+        for i in world.order[t]:
+            others = int(offloading.sum() - offloading[i])
+            every = world.all_splits(i, world.bps[t, i], others)
+            if policy in LEARNERS:
+                X = world.context(i, seen[i])
+                s = choose(MS * world.known[i], models[index[i]], X)
+            else:
+                s = fixed[i] if policy == "static" else int(np.argmin(every))
+            latency[t, i], regret[t, i] = every[s], every[s] - every.min()
+            offloading[i] = s < world.nets[i].L
+            if policy in LEARNERS and offloading[i]:  # the group's model takes it before the next decision
+                models[index[i]].update(X[s], MS * (every[s] - world.known[i][s]))
     return latency, regret
 
 

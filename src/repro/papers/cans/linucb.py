@@ -11,7 +11,7 @@ federated server aggregating them every round holds them.
 
 Features of split ``s`` (after ANS, which builds them from the intermediate result's size and the
 layer types left to the edge; the exact set and scaling are assumed): megabytes crossing the
-network, the shares of the net's units (conv, linear, residual blocks; other layers) the edge runs,
+network (the bandit replaces them by the transfer time at the bandwidth last measured), the shares of the net's units (conv, linear, residual blocks; other layers) the edge runs,
 the edge part's GFLOPs, and a constant (the round trip)."""
 
 from __future__ import annotations
