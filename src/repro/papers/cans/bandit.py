@@ -8,8 +8,9 @@ its own link (a lognormal AR(1) bandwidth trace around its own mean, repro.sim.n
 runs the rest, slowed by the requests it serves at once: this one and every other device whose latest
 request was offloaded (the ``edge_load`` record's per-layer times at 1..K concurrent clients,
 interpolated in the count). s = L runs the whole net on the device. A learner predicts the offloading
-delay from the split's features with the transfer time at the bandwidth the device's previous
-inference saw (repro.papers.cans.linucb).
+delay from the split's features (repro.papers.cans.linucb): ANS's, the bandwidth unknown and learnt
+in the model's weights, or (``context: transfer``) with the transfer time at the bandwidth the
+device's previous inference saw; the record has the headline under the other context too.
 
 Policies (repro.papers.cans.linucb; one LinUCB model per device, per group or for all):
 - ``cans``: FedLinUCB-DW: one model per device type (grouping), warm-started; the model takes each
@@ -75,6 +76,8 @@ class BanditParams:
     corr_s: float = 2.0  # assumed: its correlation time
     step_s: float = 0.5  # assumed: one inference per device every half second
     l2_lambda: float = 1.0  # ridge regularisation (LinUCB's usual 1)
+    context: str = "size"  # the first feature: MB sent, the bandwidth unknown inside theta (ANS's); or
+    # "transfer": the transfer time at the bandwidth the previous inference saw (assumed alternative)
     seeds: int = 3  # independent worlds (traces, per-device bandwidths) averaged
     check_steps: int = 400  # the mabwiser cross-check's stream length
     target: float = 50.0  # the claim's target (config/claims/cans.yaml), drawn on the figure
@@ -134,6 +137,7 @@ class World:
     nominal_bps: np.ndarray
     bps: np.ndarray  # (steps, devices)
     order: np.ndarray  # (steps, devices): the order the devices decide in at each step
+    transfer: bool = False  # the learners' context: MB sent (ANS) or the transfer time at the last bandwidth
 
     @property
     def n(self) -> int:
@@ -144,9 +148,11 @@ class World:
         return 8.0 * net.bytes[s] / bps + self.rtt[i] + net.edge_at(clients)[s]
 
     def context(self, i: int, bps: float) -> np.ndarray:
-        """Device i's arm features with the first column the transfer time (ms) at ``bps``: the
-        bandwidth its previous inference measured (assumed known to the device, as its own times)."""
+        """Device i's arm features; with ``transfer``, the first column (MB sent) is replaced by the
+        transfer time (ms) at ``bps``, the bandwidth its previous inference measured."""
         net = self.nets[i]
+        if not self.transfer:
+            return net.X
         X = net.X.copy()
         X[:, 0] = MS * 8.0 * net.bytes[: net.L] / bps
         return X
@@ -160,6 +166,8 @@ class World:
 
 
 def build_world(surfaces: dict, types: list[dict], a: Assumed, p: BanditParams, seed: int) -> World:
+    if p.context not in ("size", "transfer"):
+        raise ValueError(f"context: 'size' or 'transfer', got {p.context!r}")
     rng = np.random.default_rng(seed)
     steps, per_type = int(a.horizon), int(round(a.devices_per_type))
     if steps < 4 or per_type < 1:
@@ -181,7 +189,8 @@ def build_world(surfaces: dict, types: list[dict], a: Assumed, p: BanditParams, 
             rtt.append(ty["rtt_ms"] / 1e3)
             nominal.append(mean * 1e6)
     order = np.array([rng.permutation(len(kind)) for _ in range(steps)])
-    return World(kind, nets, known, np.array(rtt), np.array(nominal), np.column_stack(traces), order)
+    return World(kind, nets, known, np.array(rtt), np.array(nominal), np.column_stack(traces), order,
+                 p.context == "transfer")
 
 
 def _models(world: World, group: str, alpha: float, l2: float, warm: int) -> tuple[list[LinUCB], list[int]]:
@@ -317,6 +326,9 @@ def bandit(p: BanditParams, ctx: Context) -> Result:
                         p.check_steps * p.step_s, ctx.seed).bps
     metrics.update(mabwiser_check(world.nets[0], world.known[0], world.rtt[0], stream, a.alpha, p.l2_lambda))
 
+    other = "transfer" if p.context == "size" else "size"
+    metrics[f"latency_reduction_pct_{other}_context"] = Headline(surfaces, dataclasses.replace(p, context=other),
+                                                                 ctx.seed)({})["latency_reduction_pct"]
     head = Headline(surfaces, p, ctx.seed)
     defaults = {f"assumed.{f.name}": float(getattr(a, f.name)) for f in dataclasses.fields(Assumed)}
     tornado, base, _ = sensitivity.tornado(head, defaults, p.spans, "latency_reduction_pct", progress=ctx.progress)
