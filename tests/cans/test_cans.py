@@ -45,6 +45,17 @@ def test_edge_load_measures_device_and_every_client_count(runs):
     assert "stand-in" in result.tags["edge"] and fig is not None
 
 
+@pytest.mark.gpu
+def test_edge_under_load_on_the_gpu():
+    from repro.papers.cans.edge_load import concurrent_times, units
+    from repro.split import exits
+
+    net = exits.build("resnet", depth=8, width=4)
+    for clients in (1, 3):
+        times = concurrent_times(net, "cuda", clients, warmup=2, repeats=5)
+        assert len(times) == len(units(net)) and min(times) > 0
+
+
 def test_surfaces_interpolate_and_extend_the_client_counts(runs):
     net = runs["surfaces"][("alexnet", 1)]
     assert net.edge.shape == (6, net.L) and net.X.shape == (net.L, 5) and len(net.bytes) == net.L + 1

@@ -58,6 +58,8 @@ def concurrent_times(net: exits.ExitNet, device: str, clients: int, warmup: int,
         try:
             stream = torch.cuda.Stream(dev) if dev.type == "cuda" else None
             x0 = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(k)).to(dev)
+            if stream is not None:
+                stream.wait_stream(torch.cuda.current_stream(dev))  # x0 was copied on the default stream
             mine: list[list[float]] = [[] for _ in parts]
             with torch.no_grad(), (torch.cuda.stream(stream) if stream else contextlib.nullcontext()):
                 start.wait()
