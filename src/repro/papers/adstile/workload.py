@@ -21,14 +21,16 @@ class ChainSpec:
 
 class Curve:
     """A DNN's latency (s) on k tiles: measured points interpolated (in 1/latency, i.e. throughput),
-    outside them the Amdahl fit latency = serial + parallel / k of the measured points."""
+    outside them the Amdahl fit latency = serial + parallel / k of the measured points. A point slower
+    than one with fewer tiles is lowered to it (a DNN given more tiles can leave some idle)."""
 
     def __init__(self, units, latency_s):
         order = np.argsort(units)
         self.k = np.asarray(units, float)[order]
-        self.lat = np.asarray(latency_s, float)[order]
-        if len(self.k) == 0 or np.any(self.lat <= 0) or np.any(self.k <= 0):
+        lat = np.asarray(latency_s, float)[order]
+        if len(self.k) == 0 or np.any(lat <= 0) or np.any(self.k <= 0):
             raise ValueError("a latency curve needs at least one point with positive units and latency")
+        self.lat = np.minimum.accumulate(lat)
         if len(self.k) >= 2:
             a = np.vstack([np.ones_like(self.k), 1.0 / self.k]).T
             serial, parallel = np.linalg.lstsq(a, self.lat, rcond=None)[0]

@@ -1,0 +1,190 @@
+"""ADS-Tile's scheduler model (CPU steps over the ``adstile/curves`` record; scheduler.py is the model):
+
+schedule  for each deadline tightness (deadline / period, every chain alike) and policy, the fewest
+          tiles meeting every end-to-end deadline and, there, the reallocation waste (% of held
+          tile-time stalled by reallocation); points.csv, and the headlines: ADS-Tile's tiles over
+          work-conserving's (the smallest ratio over the sweep: the paper's "up to"), ADS-Tile's largest
+          waste and work-conserving's range.
+tornado   one headline (``metric``) at each assumed parameter's low and high end (repro.sim.sensitivity).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from repro import records
+from repro.experiment import Context, Result, experiment
+from repro.papers.adstile import scheduler
+from repro.papers.adstile.scheduler import ModelParams
+from repro.papers.adstile.workload import ChainSpec, Curve
+from repro.sim import sensitivity
+from repro.sim.engine import pool_map, simulation_speed
+from repro.sim.params import choices, count, fraction, positive
+
+PAPER_TILES = 0.68      # ADS-Tile's tiles over work-conserving's: "up to 32% fewer" (abstract)
+PAPER_WASTE = 1.2       # ADS-Tile's reallocation waste, % ("below 1.2%", abstract)
+ASSUMED = ("variation_shape", "restart_us", "migrate_gbps", "quantile")  # ModelParams fields not from the paper or a measurement
+
+
+def _chains() -> list[ChainSpec]:
+    return [ChainSpec("front_camera", 30.0, ["detection", "tracking", "planning"]),
+            ChainSpec("surround_lidar", 10.0, ["segmentation", "tracking"]),
+            ChainSpec("control", 60.0, ["planning"])]
+
+
+@dataclass
+class ScheduleParams:
+    model: ModelParams = field(default_factory=ModelParams)
+    chains: list[ChainSpec] = field(default_factory=_chains)
+    tightness: list[float] = field(default_factory=lambda: [1.0, 0.75, 0.5, 0.35, 0.25, 0.2, 0.15])
+    tiles_limit: int = 0          # most tiles searched; 0 = the measured device's units
+    policies: list[str] = field(default_factory=lambda: list(scheduler.POLICIES))
+    interference: float = math.nan  # slowdown while jobs co-run; NaN = the measured partition_slowdown_mean
+    workers: int = 1              # processes for the tornado's points
+
+
+def check(p: ScheduleParams) -> None:
+    choices("policies", p.policies, scheduler.POLICIES)
+    for name in ("work_conserving", "ads_tile"):
+        if name not in p.policies:
+            raise ValueError(f"policies: the headlines need {name}")
+    m = p.model
+    positive("model.vmax", m.vmax)
+    if m.vmax < 1:
+        raise ValueError(f"model.vmax: the largest execution-time factor must be >= 1, got {m.vmax}")
+    for key in ("variation_shape", "migrate_gbps", "horizon_s"):
+        positive(f"model.{key}", getattr(m, key))
+    positive("model.restart_us", m.restart_us + 1e-30)
+    fraction("model.quantile", m.quantile)
+    if not p.chains or not p.tightness:
+        raise ValueError("chains and tightness must not be empty")
+    for t in p.tightness:
+        positive("tightness", t)
+    count("tiles_limit", p.tiles_limit, minimum=0)
+
+
+@dataclass
+class Measured:
+    """What the model reads from the curves record."""
+    curves: dict[str, Curve]
+    sizes: dict[str, tuple[float, float]]
+    units: int
+    interference: float
+    gpu: str
+
+
+def read_curves(ctx: Context) -> Measured:
+    if "curves" not in ctx.inputs:
+        raise ValueError("inputs.curves: the latency curves record is required (adstile/curves)")
+    path = Path(ctx.inputs["curves"])
+    rec = records.read(path.parent)
+    if rec["status"] != "ok":
+        raise ValueError(f"inputs.curves: {path} has status {rec['status']} ({rec.get('reason')})")
+    df = pd.read_csv(path.parent / "curves.csv")
+    sizes = pd.read_csv(path.parent / "sizes.csv").set_index("dnn")
+    curves = {name: Curve(d["units"], d["latency_s"]) for name, d in df.groupby("dnn")}
+    gpu = rec.get("provenance", {}).get("gpu_name") or f"cpu ({rec.get('tags', {}).get('partition', 'threads')})"
+    return Measured(curves, {n: (float(r["weight_bytes"]), float(r["feature_bytes"])) for n, r in sizes.iterrows()},
+                    int(rec["metrics"]["units_total"]), float(rec["metrics"].get("partition_slowdown_mean", math.nan)), gpu)
+
+
+def evaluate(p: ScheduleParams, m: Measured, seed: int, mp: ModelParams | None = None, progress=None) -> tuple[pd.DataFrame, int]:
+    """points.csv's rows (policy x tightness) and the simulated events."""
+    mp = mp or p.model
+    limit = p.tiles_limit or m.units
+    tasks = scheduler.build_tasks(p.chains, m.curves, m.sizes)
+    factors = scheduler.draw_factors(p.chains, mp, seed)
+    grid = [(x, pol) for x in p.tightness for pol in p.policies]
+    rows, events = [], 0
+    for x, pol in (progress(grid, desc="adstile schedule") if progress else grid):
+        deadlines = [x / c.hz for c in p.chains]
+        pt = scheduler.fewest_tiles(pol, p.chains, tasks, deadlines, mp, factors, limit)
+        events += pt.events
+        st = pt.stats
+        rows.append(dict(tightness=x, policy=pol, tiles=pt.tiles,
+                         waste_pct=st.waste_pct if st else math.nan,
+                         waste_capacity_pct=100 * st.stall_tile_s / (pt.tiles * mp.horizon_s) if st else math.nan,
+                         reallocations_per_job=st.reallocations / st.jobs if st and st.jobs else math.nan,
+                         busy_share=st.busy_tile_s / st.held_tile_s if st and st.held_tile_s else math.nan,
+                         misses=st.misses if st else math.nan, jobs=st.jobs if st else 0,
+                         worst_slack_ms=1e3 * st.worst_slack_s if st else math.nan))
+    return pd.DataFrame(rows), events
+
+
+def headlines(df: pd.DataFrame) -> dict[str, float]:
+    piv = df.pivot(index="tightness", columns="policy", values="tiles")
+    ratio = (piv["ads_tile"] / piv["work_conserving"]).dropna()
+    ads, wc = df[df["policy"] == "ads_tile"].dropna(subset=["tiles"]), df[df["policy"] == "work_conserving"].dropna(subset=["tiles"])
+    tight = ratio.index.min() if len(ratio) else math.nan
+    return {"tiles_ratio_min": float(ratio.min()) if len(ratio) else math.nan,
+            "tiles_ratio_tightest": float(ratio.loc[tight]) if len(ratio) else math.nan,
+            "tightest_both_feasible": float(tight),
+            "ads_tile_waste_max_pct": float(ads["waste_pct"].max()) if len(ads) else math.nan,
+            "work_conserving_waste_min_pct": float(wc["waste_pct"].min()) if len(wc) else math.nan,
+            "work_conserving_waste_max_pct": float(wc["waste_pct"].max()) if len(wc) else math.nan,
+            "ads_tile_misses": float(ads["misses"].sum()) if len(ads) else math.nan}
+
+
+def with_measured(p: ScheduleParams, m: Measured) -> ModelParams:
+    inter = p.interference if not math.isnan(p.interference) else m.interference
+    return dataclasses.replace(p.model, interference=inter if inter == inter and inter >= 1.0 else 1.0)
+
+
+@experiment(params=ScheduleParams, needs_gpu=False)
+def schedule(p: ScheduleParams, ctx: Context) -> Result:
+    """Fewest tiles and reallocation waste per policy over the deadline sweep."""
+    check(p)
+    m = read_curves(ctx)
+    mp = with_measured(p, m)
+    t0 = time.perf_counter()
+    df, events = evaluate(p, m, ctx.seed, mp, ctx.progress)
+    head = headlines(df)
+    metrics = {**head, "tiles_over_paper": head["tiles_ratio_min"] / PAPER_TILES, "interference": mp.interference,
+               "tiles_limit": float(p.tiles_limit or m.units),
+               **simulation_speed(events, time.perf_counter() - t0, ctx.log, "adstile schedule")}
+    return Result(metrics=metrics, tables={"points": df},
+                  tags={"kind": "model", "curves_from": f"measured on {m.gpu} (inputs.curves)"})
+
+
+@dataclass
+class TornadoParams(ScheduleParams):
+    metric: str = "tiles_ratio_min"     # the headline screened (a key of ``headlines``)
+    spans: dict[str, sensitivity.Span] = field(default_factory=dict)  # model.<assumed field> -> range and why
+    target: float = math.nan            # the claim's target, drawn on the chart
+
+
+@dataclass
+class Headline:
+    """``headlines`` with model parameters overridden (``model.<field>``: a value); picklable."""
+    p: ScheduleParams
+    m: Measured
+    mp: ModelParams
+    seed: int
+
+    def __call__(self, overrides: dict) -> dict[str, float]:
+        mp = dataclasses.replace(self.mp, **{k.removeprefix("model."): float(v) for k, v in overrides.items()})
+        df, events = evaluate(self.p, self.m, self.seed, mp)
+        return {**headlines(df), "_events": float(events)}
+
+
+@experiment(params=TornadoParams, needs_gpu=False)
+def tornado(p: TornadoParams, ctx: Context) -> Result:
+    """The headline ``metric`` at each assumed parameter's low and high end, sorted by swing."""
+    check(p)
+    m = read_curves(ctx)
+    mp = with_measured(p, m)
+    defaults = {f"model.{k}": float(getattr(mp, k)) for k in ASSUMED}
+    t0 = time.perf_counter()
+    with pool_map(p.workers) as mapper:
+        table, base, events = sensitivity.tornado(Headline(p, m, mp, ctx.seed), defaults, p.spans, p.metric,
+                                                  mapper=mapper, progress=ctx.progress)
+    metrics, tags = sensitivity.tornado_summary(table, base)
+    metrics.update(simulation_speed(events, time.perf_counter() - t0, ctx.log, "adstile tornado"))
+    return Result(metrics=metrics, tables={"tornado": table},
+                  tags={**tags, "metric": p.metric, "curves_from": f"measured on {m.gpu} (inputs.curves)"})
