@@ -98,7 +98,7 @@ def curves_record(tmp_path):
 
 
 def test_schedule_experiment_from_a_curves_record(tmp_path, curves_record):
-    spec, p = entry_params("repro.papers.adstile.schedule:schedule", tightness=[1.0, 0.5], model={"horizon_s": 0.2})
+    spec, p = entry_params("repro.papers.adstile.schedule:schedule", slack=[2.0, 10.0], model={"horizon_s": 0.2})
     result = spec.fn(p, Context(out_dir=tmp_path, inputs={"curves": curves_record}))
     df = result.tables["points"]
     assert len(df) == 2 * 5 and result.metrics["interference"] == pytest.approx(1.1)
@@ -112,7 +112,7 @@ def test_schedule_experiment_from_a_curves_record(tmp_path, curves_record):
 
 
 def test_tornado_moves_the_headline_over_the_spans(tmp_path, curves_record):
-    spec, p = entry_params("repro.papers.adstile.schedule:tornado", tightness=[1.0], model={"horizon_s": 0.1}, tiles_limit=32,
+    spec, p = entry_params("repro.papers.adstile.schedule:tornado", slack=[10.0], model={"horizon_s": 0.1}, tiles_limit=32,
                            spans={"model.restart_us": {"low": 10.0, "high": 500.0, "why": "test"},
                                   "model.migrate_gbps": {"low": 200.0, "high": 3000.0, "why": "test"},
                                   "model.variation_shape": {"low": 2.0, "high": 8.0, "why": "test"},
