@@ -44,11 +44,16 @@ def test_sizing_by_hand():
     assert S.size_stages(tasks, 1e-3, 1.0, 8) is None      # 2 ms at best
 
 
-def test_reservation_never_moves_and_meets_deadlines():
+def two_stages_at_100hz(policy: str) -> S.Point:
+    """Fewest tiles for one 100 Hz chain of two 8 ms-on-one-tile stages, 8 ms deadline, no variation."""
     chains = [ChainSpec("c", 100.0, ["a", "b"])]
     mp = S.ModelParams(vmax=1.0, horizon_s=0.1)
     tasks, f = setup(chains, {"a": linear(8e-3), "b": linear(8e-3)}, mp)
-    pt = S.fewest_tiles("reservation", chains, tasks, [8e-3], mp, f, 16)
+    return S.fewest_tiles(policy, chains, tasks, [8e-3], mp, f, 16)
+
+
+def test_reservation_never_moves_and_meets_deadlines():
+    pt = two_stages_at_100hz("reservation")
     assert pt.tiles == 4 and pt.stats.misses == 0 and pt.stats.reallocations == 0
     assert pt.stats.frames == 10 and pt.stats.jobs == 20
 
@@ -65,10 +70,7 @@ def test_work_conserving_pays_a_reallocation_per_start_and_share_change():
 
 
 def test_ads_tile_domain_moves_nothing_when_it_fits():
-    chains = [ChainSpec("c", 100.0, ["a", "b"])]
-    mp = S.ModelParams(vmax=1.0, horizon_s=0.1)
-    tasks, f = setup(chains, {"a": linear(8e-3), "b": linear(8e-3)}, mp)
-    pt = S.fewest_tiles("ads_tile", chains, tasks, [8e-3], mp, f, 16)
+    pt = two_stages_at_100hz("ads_tile")
     assert pt.tiles == 2 and pt.stats.misses == 0 and pt.stats.reallocations == 0
 
 

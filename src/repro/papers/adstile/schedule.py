@@ -15,7 +15,6 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 
@@ -83,14 +82,9 @@ class Measured:
 
 
 def read_curves(ctx: Context) -> Measured:
-    if "curves" not in ctx.inputs:
-        raise ValueError("inputs.curves: the latency curves record is required (adstile/curves)")
-    path = Path(ctx.inputs["curves"])
-    rec = records.read(path.parent)
-    if rec["status"] != "ok":
-        raise ValueError(f"inputs.curves: {path} has status {rec['status']} ({rec.get('reason')})")
-    df = pd.read_csv(path.parent / "curves.csv")
-    sizes = pd.read_csv(path.parent / "sizes.csv").set_index("dnn")
+    folder, rec = records.read_input(ctx.inputs, "curves", "adstile/curves")
+    df = pd.read_csv(folder / "curves.csv")
+    sizes = pd.read_csv(folder / "sizes.csv").set_index("dnn")
     curves = {name: Curve(d["units"], d["latency_s"]) for name, d in df.groupby("dnn")}
     gpu = rec.get("provenance", {}).get("gpu_name") or f"cpu ({rec.get('tags', {}).get('partition', 'threads')})"
     return Measured(curves, {n: (float(r["weight_bytes"]), float(r["feature_bytes"])) for n, r in sizes.iterrows()},
