@@ -4,7 +4,6 @@ the curves experiment end to end at tiny sizes, and the model experiments on its
 import contextlib
 import json
 import math
-import threading
 
 import pandas as pd
 import pytest
@@ -17,15 +16,15 @@ from repro.papers.adstile.partition import SmPartition, ThreadPartition, green_c
 
 
 class FakePartition:
-    """Records the unit count each thread's work ran on."""
-    units, granularity = 4, 2
+    """Records the unit count and slot each thread's work ran on."""
+    units, granularity, disjoint = 4, 2, True
 
     def __init__(self):
-        self.entered, self.local = [], threading.local()
+        self.entered = []
 
     @contextlib.contextmanager
-    def __call__(self, k):
-        self.entered.append(k)
+    def __call__(self, k, slot=0):
+        self.entered.append((k, slot))
         yield
 
     def sync(self):
@@ -47,7 +46,8 @@ def test_latency_and_colocation_use_the_partition():
     alone = {(r["dnn"], r["units"]): r["latency_s"] for r in rows}
     co = measure.colocation(fns, part, [("a", "b")], alone, iters=2, repeats=1)
     assert co[0]["half"] == 2 and co[0]["rest"] == 2 and calls["b"] > 8   # B ran during A's co-runs
-    assert sorted(part.entered[-4:]) == [2, 2, 4, 4]
+    assert sorted(part.entered[-4:]) == [(2, 0), (2, 1), (4, 0), (4, 1)]   # B in a partition of its own
+    assert co[0]["halves_disjoint"]
 
 
 def test_thread_partition_sets_and_restores_threads():
@@ -67,10 +67,11 @@ def test_networks_run_and_report_sizes(name):
     assert weights > 0 and features >= x.numel() * 4
 
 
-def fake_record(out, units_total=8, slowdown=1.1):
+def fake_record(out, units_total=8, slowdown=1.1, disjoint=True):
     rec = {"experiment": "curves", "paper": "adstile", "scale": "smoke", "status": "ok", "params": {},
            "metrics": {"units_total": units_total, "partition_slowdown_mean": slowdown},
-           "provenance": {"gpu_name": "test GPU"}, "started": "2026-01-01T00:00:00+00:00", "tags": {}}
+           "provenance": {"gpu_name": "test GPU"}, "started": "2026-01-01T00:00:00+00:00",
+           "tags": {"partitions_disjoint": str(disjoint).lower()}}
     (out / "record.json").write_text(json.dumps(rec))
     return out / "record.json"
 
@@ -111,16 +112,24 @@ def test_schedule_experiment_from_a_curves_record(tmp_path, curves_record):
     figures.schedule(tmp_path / "run")
 
 
+def test_interference_is_measured_only_from_disjoint_halves(tmp_path, curves_record):
+    fake_record(curves_record.parent, disjoint=False)
+    spec, p = entry_params("repro.papers.adstile.schedule:schedule", slack=[10.0], model={"horizon_s": 0.1})
+    result = spec.fn(p, Context(out_dir=tmp_path, inputs={"curves": curves_record}))
+    assert result.metrics["interference"] == 1.0 and result.tags["interference"].startswith("assumed 1")
+
+
 def test_tornado_moves_the_headline_over_the_spans(tmp_path, curves_record):
     spec, p = entry_params("repro.papers.adstile.schedule:tornado", slack=[10.0], model={"horizon_s": 0.1}, tiles_limit=32,
                            spans={"model.restart_us": {"low": 10.0, "high": 500.0, "why": "test"},
                                   "model.migrate_gbps": {"low": 200.0, "high": 3000.0, "why": "test"},
                                   "model.variation_shape": {"low": 2.0, "high": 8.0, "why": "test"},
-                                  "model.quantile": {"low": 0.5, "high": 0.99, "why": "test"}},
+                                  "model.quantile": {"low": 0.5, "high": 0.99, "why": "test"},
+                                  "model.interference": {"low": 1.0, "high": 1.5, "why": "test"}},
                            metric="work_conserving_waste_max_pct")
     result = spec.fn(p, Context(out_dir=tmp_path, inputs={"curves": curves_record}))
     table = result.tables["tornado"]
-    assert len(table) == 4 and result.metrics["assumed_parameters"] == 4
+    assert len(table) == 5 and result.metrics["assumed_parameters"] == 5
     row = table.set_index("key").loc["model.restart_us"]
     assert row["value_high"] > row["value_low"]     # a slower restart wastes more
 

@@ -1,10 +1,10 @@
 """ADS-Tile's measurement: each DNN's latency against the number of SMs it may use (CUDA green
 contexts on the GPU; at smoke scale on the CPU, intra-op threads stand in for SMs), and co-location
 interference: a DNN alone vs sharing all SMs with another DNN running at once, and vs the two in
-disjoint halves. Imports no SimPy (the GPU machine has none); the model is schedule.py.
+halves (overlapping where the partition cannot make them disjoint: ``halves_disjoint``). Imports no SimPy (the GPU machine has none); the model is schedule.py.
 
 curves.csv      dnn, units, latency_s
-colocation.csv  a, b, alone_full_s, shared_s, alone_half_s, partitioned_s, shared_slowdown, partition_slowdown
+colocation.csv  a, b, halves_disjoint, alone_full_s, shared_s, alone_half_s, partitioned_s, shared_slowdown, partition_slowdown
 sizes.csv       dnn, weight_bytes, feature_bytes (what a reallocation moves)
 """
 
@@ -70,10 +70,11 @@ def curves(p: CurvesParams, ctx: Context) -> Result:
     for name, d in df.groupby("dnn"):
         d = d.sort_values("units")
         metrics[f"{name}_speedup_full_over_fewest"] = float(d["latency_s"].iloc[0] / d["latency_s"].iloc[-1])
-    tags = {"device": ctx.device, "partition": partition.kind, "torch": torch.__version__}
+    tags = {"device": ctx.device, "partition": partition.kind, "torch": torch.__version__,
+            "partitions_disjoint": str(partition.disjoint).lower()}
     if ctx.device == "cuda":
         from torch.cuda.green_contexts import GreenContext
 
         tags["green_context_api"] = "Stream()" if hasattr(GreenContext, "Stream") else "set_context()/pop_context()"
-        tags["partition_caveat"] = "each green context is split from the whole device: the two halves may share SMs"
+        tags["partition_caveat"] = "torch splits each green context from the whole device: the two halves share SMs"
     return Result(metrics=metrics, tables={"curves": df, "colocation": cdf, "sizes": pd.DataFrame(sizes)}, tags=tags)

@@ -42,7 +42,7 @@ def corun(fn_a, fn_b, partition, k_a: int, k_b: int, iters: int, repeats: int) -
 
     def loop_b():
         try:
-            with partition(k_b), torch.no_grad():
+            with partition(k_b, slot=1), torch.no_grad():
                 while not stop.is_set():
                     fn_b()
                     partition.sync()
@@ -66,7 +66,8 @@ def corun(fn_a, fn_b, partition, k_a: int, k_b: int, iters: int, repeats: int) -
 def colocation(fns: dict[str, Callable[[], object]], partition, pairs: list[tuple[str, str]], alone: dict,
                iters: int, repeats: int) -> list[dict]:
     """Per (A, B): A alone on all units and on half, A sharing all units with B running at once, and A
-    in half while B runs in the other half; ``alone``: (dnn, units) -> latency from ``curve``."""
+    in half while B runs in the other half (``halves_disjoint``: whether the partition can make the two
+    halves of different units; if not, they overlap); ``alone``: (dnn, units) -> latency from ``curve``."""
     total, g = partition.units, partition.granularity
     half = max(g, (total // 2) // g * g)
     rest = max(g, (total - half) // g * g)
@@ -76,7 +77,8 @@ def colocation(fns: dict[str, Callable[[], object]], partition, pairs: list[tupl
         half_s = alone.get((a, half)) or latency(fns[a], partition, half, iters, repeats)
         shared_s = corun(fns[a], fns[b], partition, total, total, iters, repeats)
         split_s = corun(fns[a], fns[b], partition, half, rest, iters, repeats)
-        rows.append(dict(a=a, b=b, units=total, half=half, rest=rest, alone_full_s=full_s, shared_s=shared_s,
+        rows.append(dict(a=a, b=b, units=total, half=half, rest=rest, halves_disjoint=partition.disjoint,
+                         alone_full_s=full_s, shared_s=shared_s,
                          alone_half_s=half_s, partitioned_s=split_s, shared_slowdown=shared_s / full_s,
                          partition_slowdown=split_s / half_s))
     return rows

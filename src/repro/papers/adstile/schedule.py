@@ -29,7 +29,9 @@ from repro.sim.params import choices, count, fraction, positive
 
 PAPER_TILES = 0.68      # ADS-Tile's tiles over work-conserving's: "up to 32% fewer" (abstract)
 PAPER_WASTE = 1.2       # ADS-Tile's reallocation waste, % ("below 1.2%", abstract)
-ASSUMED = ("variation_shape", "restart_us", "migrate_gbps", "quantile")  # ModelParams fields not from the paper or a measurement
+# ModelParams fields not from the paper or a measurement (interference: measured only where the curves'
+# halves are disjoint, which torch before 2.15 cannot make)
+ASSUMED = ("variation_shape", "restart_us", "migrate_gbps", "quantile", "interference")
 
 
 def _chains() -> list[ChainSpec]:
@@ -47,7 +49,9 @@ class ScheduleParams:
     slack: list[float] = field(default_factory=lambda: [1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 10.0])
     tiles_limit: int = 0          # most tiles searched; 0 = the measured device's units
     policies: list[str] = field(default_factory=lambda: list(scheduler.POLICIES))
-    interference: float = math.nan  # slowdown while jobs co-run; NaN = the measured partition_slowdown_mean
+    # slowdown while jobs co-run on their own tiles; NaN: the measured partition_slowdown_mean where the
+    # curves' halves were disjoint, else 1 (no residual interference between isolated tiles: assumed)
+    interference: float = math.nan
     workers: int = 1              # processes for the tornado's points
 
 
@@ -77,7 +81,7 @@ class Measured:
     curves: dict[str, Curve]
     sizes: dict[str, tuple[float, float]]
     units: int
-    interference: float
+    interference: float          # NaN where the measured halves were not disjoint
     gpu: str
 
 
@@ -86,9 +90,11 @@ def read_curves(ctx: Context) -> Measured:
     df = pd.read_csv(folder / "curves.csv")
     sizes = pd.read_csv(folder / "sizes.csv").set_index("dnn")
     curves = {name: Curve(d["units"], d["latency_s"]) for name, d in df.groupby("dnn")}
+    disjoint = rec.get("tags", {}).get("partitions_disjoint") == "true"
+    inter = float(rec["metrics"].get("partition_slowdown_mean", math.nan)) if disjoint else math.nan
     gpu = rec.get("provenance", {}).get("gpu_name") or f"cpu ({rec.get('tags', {}).get('partition', 'threads')})"
     return Measured(curves, {n: (float(r["weight_bytes"]), float(r["feature_bytes"])) for n, r in sizes.iterrows()},
-                    int(rec["metrics"]["units_total"]), float(rec["metrics"].get("partition_slowdown_mean", math.nan)), gpu)
+                    int(rec["metrics"]["units_total"]), inter, gpu)
 
 
 def evaluate(p: ScheduleParams, m: Measured, seed: int, mp: ModelParams | None = None, progress=None) -> tuple[pd.DataFrame, int]:
@@ -135,9 +141,15 @@ def headlines(df: pd.DataFrame) -> dict[str, float]:
             "ads_tile_misses": float(ads["misses"].sum()) if len(ads) else math.nan}
 
 
-def with_measured(p: ScheduleParams, m: Measured) -> ModelParams:
-    inter = p.interference if not math.isnan(p.interference) else m.interference
-    return dataclasses.replace(p.model, interference=inter if inter == inter and inter >= 1.0 else 1.0)
+def with_measured(p: ScheduleParams, m: Measured) -> tuple[ModelParams, str]:
+    """The model's parameters with the interference set, and where it comes from."""
+    if not math.isnan(p.interference):
+        inter, source = p.interference, "params.interference"
+    elif not math.isnan(m.interference):
+        inter, source = max(1.0, m.interference), "measured (partition_slowdown_mean, disjoint halves)"
+    else:
+        inter, source = 1.0, "assumed 1: the measured halves were not disjoint"
+    return dataclasses.replace(p.model, interference=inter), source
 
 
 @experiment(params=ScheduleParams, needs_gpu=False)
@@ -145,7 +157,7 @@ def schedule(p: ScheduleParams, ctx: Context) -> Result:
     """Fewest tiles and reallocation waste per policy over the deadline sweep."""
     check(p)
     m = read_curves(ctx)
-    mp = with_measured(p, m)
+    mp, source = with_measured(p, m)
     t0 = time.perf_counter()
     df, events = evaluate(p, m, ctx.seed, mp, ctx.progress)
     head = headlines(df)
@@ -153,7 +165,7 @@ def schedule(p: ScheduleParams, ctx: Context) -> Result:
                "tiles_limit": float(p.tiles_limit or m.units),
                **simulation_speed(events, time.perf_counter() - t0, ctx.log, "adstile schedule")}
     return Result(metrics=metrics, tables={"points": df},
-                  tags={"kind": "model", "curves_from": f"measured on {m.gpu} (inputs.curves)"})
+                  tags={"kind": "model", "curves_from": f"measured on {m.gpu} (inputs.curves)", "interference": source})
 
 
 @dataclass
@@ -182,7 +194,7 @@ def tornado(p: TornadoParams, ctx: Context) -> Result:
     """The headline ``metric`` at each assumed parameter's low and high end, sorted by swing."""
     check(p)
     m = read_curves(ctx)
-    mp = with_measured(p, m)
+    mp, source = with_measured(p, m)
     defaults = {f"model.{k}": float(getattr(mp, k)) for k in ASSUMED}
     t0 = time.perf_counter()
     with pool_map(p.workers) as mapper:
@@ -191,4 +203,5 @@ def tornado(p: TornadoParams, ctx: Context) -> Result:
     metrics, tags = sensitivity.tornado_summary(table, base)
     metrics.update(simulation_speed(events, time.perf_counter() - t0, ctx.log, "adstile tornado"))
     return Result(metrics=metrics, tables={"tornado": table},
-                  tags={**tags, "metric": p.metric, "curves_from": f"measured on {m.gpu} (inputs.curves)"})
+                  tags={**tags, "metric": p.metric, "curves_from": f"measured on {m.gpu} (inputs.curves)",
+                        "interference": source})
