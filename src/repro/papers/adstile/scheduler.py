@@ -3,7 +3,8 @@
 Each chain releases a frame every period; its stages run in order, and the frame must leave the last
 stage by the chain's end-to-end deadline. A job's latency on k tiles is its DNN's measured curve times
 the job's execution-time factor (``workload.variation``), times ``interference`` while another job runs
-at the same time (the measured slowdown of two DNNs in disjoint SM partitions). Jobs progress as
+at the same time (the slowdown of a DNN on SMs of its own while another runs beside it: measured where
+the SM partitions can be disjoint, else assumed; schedule.py). Jobs progress as
 fluids: the scheduler recomputes every job's rate at each release, completion and check.
 
 Reallocation: a job that starts on tiles not holding its weights, or whose tile count changes while it
@@ -22,12 +23,13 @@ idle tile-time is the waste. The policies:
 - ``ads_tile``: the isolation-aware policy. The chains are placed in isolation domains: each chain in
   its own, or all in one (the colocation with fewer tiles is kept). A domain's tiles hold the weights of
   every DNN placed there and run its jobs one after another, earliest deadline first, so nothing moves
-  inside it (assumed: the tiles' memory holds those weights). A chain's own domain is sized
-  so that the chain meets its deadline at the ``quantile`` of the execution-time factor (the
-  probabilistic latency model); an elastic pool lends extra tiles where the chain would miss: at a
-  job's start (predicted from the quantile, DAG-aware: the chain's later stages count) and at most once
-  more, when a running job passes its quantile latency (predicted from its progress). Borrowed tiles
-  return at the job's end: reallocation happens only there, bounded per job.
+  inside it (assumed: the tiles' memory holds those weights). A chain's own domain is sized so that
+  the chain meets its deadline at the ``quantile`` of the execution-time factor (the probabilistic
+  latency model), or at the worst case, whichever needs fewer tiles in all; an elastic pool lends extra
+  tiles where the chain would miss: at a job's start (predicted from the quantile, DAG-aware: the
+  chain's later stages count) and at most once more, when a running job passes its quantile latency
+  (predicted from its progress); they return at the job's end. A shared domain's size is searched, with
+  no pool. Reallocation happens only at those two points, at most twice per job.
 """
 
 from __future__ import annotations
