@@ -92,6 +92,18 @@ def read(path: Path) -> dict:
     return record
 
 
+def read_input(inputs: dict, name: str, producer: str) -> tuple[Path, dict]:
+    """An experiment's input record ``inputs[name]`` (made by the experiment ``producer``): its folder
+    and the record; a missing input or a record whose status is not ok is refused, naming the input."""
+    if name not in inputs:
+        raise ValueError(f"inputs.{name}: the record of {producer} is required")
+    path = Path(inputs[name])
+    rec = read(path.parent)
+    if rec["status"] != "ok":
+        raise ValueError(f"inputs.{name}: {path} has status {rec['status']} ({rec.get('reason')})")
+    return path.parent, rec
+
+
 def find(root: Path) -> list[Path]:
     """All record files under root (results/<paper>/<experiment>/record.json)."""
     root = Path(root)

@@ -85,13 +85,8 @@ class ModelParams:
 
 
 def read_points(ctx: Context) -> pd.DataFrame:
-    if "characterise" not in ctx.inputs:
-        raise ValueError("inputs.characterise: the characterisation record is required (pimcaps/characterise)")
-    path = Path(ctx.inputs["characterise"])
-    rec = records.read(path.parent)
-    if rec["status"] != "ok":
-        raise ValueError(f"inputs.characterise: {path} has status {rec['status']} ({rec.get('reason')})")
-    return pd.read_csv(path.parent / "points.csv")
+    folder, _ = records.read_input(ctx.inputs, "characterise", "pimcaps/characterise")
+    return pd.read_csv(folder / "points.csv")
 
 
 def model_rows(df: pd.DataFrame, hw: pim_model.HMCParams) -> list[dict]:
