@@ -45,3 +45,30 @@ def tornado(run_dir: Path) -> plt.Figure:
              "throughput_geomean": "throughput over EIE (x, geomean of the layers)"}[params.get("metric", "throughput_geomean")]
     fig = sim_figures.tornado(pd.read_csv(run_dir / "tornado.csv"), params.get("target"), label, "AIDA model")
     return finish(fig, "AIDA model: the headline over each assumed parameter's range", record, "metric", fontsize=9)
+
+
+def gpu_context(run_dir: Path) -> plt.Figure:
+    """Per EIE layer: the GPU's batch-1 CSR SpMV and dense GEMV times beside the modelled EIE and AIDA."""
+    run_dir, record = open_run(run_dir)
+    df = pd.read_csv(run_dir / "layers.csv")
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    layers = list(dict.fromkeys(df["layer"]))
+    x = range(len(layers))
+    first = df.drop_duplicates("layer").set_index("layer").loc[layers]
+    axes[0].plot(x, first["eie_model_s"] * 1e6, "k_", ms=20, mew=2, label="EIE (model)")
+    axes[0].plot(x, first["aida_model_s"] * 1e6, "_", color="tab:green", ms=20, mew=2, label="AIDA (model)")
+    for dtype, g in df.groupby("dtype"):
+        g = g.set_index("layer").loc[layers]
+        axes[0].plot(x, g["spmv_s"] * 1e6, "o-", label=f"CSR SpMV {dtype} (measured)")
+        axes[0].plot(x, g["gemv_s"] * 1e6, "s--", label=f"dense GEMV {dtype} (measured)")
+    axes[0].set(xticks=list(x), xticklabels=layers, yscale="log", ylabel="time per layer, batch 1 (us)",
+                title=f"{record['tags'].get('processor', '')} beside the models")
+    axes[0].legend(fontsize=7)
+    for dtype, g in df.groupby("dtype"):
+        g = g.set_index("layer").loc[layers]
+        axes[1].plot(x, g["eie_over_spmv"], "o-", label=f"EIE model / SpMV {dtype}")
+    axes[1].axhline(1.0, color="black", lw=0.8)
+    axes[1].set(xticks=list(x), xticklabels=layers, yscale="log", ylabel="modelled EIE time / measured SpMV time",
+                title="above 1: the measured SpMV is faster than the modelled EIE")
+    axes[1].legend(fontsize=7)
+    return finish(fig, "AIDA context (no verdict): EIE's layers on a GPU at batch 1", record, fontsize=9)
