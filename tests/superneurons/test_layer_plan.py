@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from any_models import ANY, any_model, loss_fn
-from sn_helpers import SLACK, check_budget_replay, max_diff, replay_step, tiny
+from sn_helpers import SLACK, ReplayPool, check_budget_replay, max_diff, replay_step, tiny
 from repro.papers.superneurons.layer_plan import (LayerInfo, LayerProfile, StorageInfo, UnitCost, forced_plan,
                                                   free_offloads, layer_estimate, plan_layers)
 from repro.papers.superneurons.plan import RuntimeConfig
@@ -166,3 +166,24 @@ def test_unit_plan_stays_the_default():
     assert RuntimeConfig().granularity == "unit"
     with pytest.raises(ValueError, match="granularity"):
         RuntimeConfig(granularity="op")
+
+
+@pytest.mark.parametrize("name", ["vit", "gpt", "alexnet"])
+def test_gradients_equal_plain_autograd_when_offloads_free_the_tensor(name):
+    """Offloads that drop the device copy (ReplayPool, as a GPU offload does): the allocator hands a freed
+    address to the next tensor at once, and a new tensor of the same shape there is not the offloaded
+    one; each step's gradients still equal plain autograd's (a handle was once reused for such a tensor,
+    restoring the old one's values in backward)."""
+    model, x, y, loss = _family(name, batch=4)
+    ref = copy.deepcopy(model)
+    torch.manual_seed(5)
+    loss(ref(x), y).backward()
+    cfg = RuntimeConfig(**LAYER, layer_actions="offload")
+    wrapped = SuperNeuronsModel(model, cfg)
+    wrapped.prepare(x)
+    wrapped.pool = ReplayPool(x.device, wrapped.plan.pool_budget_bytes, cfg.max_inflight_bytes)
+    for _ in range(4):
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(5)
+        loss(wrapped(x), y).backward()
+        assert max_diff([p.grad for p in ref.parameters()], [p.grad for p in model.parameters()]) == 0

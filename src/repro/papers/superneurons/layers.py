@@ -376,12 +376,16 @@ class LayerExecutor:
                 and t.numel() * t.element_size() >= self.min_offload)
 
     def _put(self, t: torch.Tensor):
+        """The pool handle of ``t``: one handle for a tensor saved by several layers. A handle is reused
+        only while the storage it was made from is alive: once an offload has dropped the pool's
+        reference and the tensor has died, a new tensor may be allocated at the same address with the
+        same shape (the caching allocator reuses addresses at once), and is a different tensor."""
         key = (_ptr(t), _meta(t))
-        ref = self.handles.get(key)
-        handle = ref() if ref is not None else None
+        known = self.handles.get(key)
+        handle = known[0]() if known is not None and not known[1].expired() else None
         if handle is None:
             handle = self._pool().put(t)
-            self.handles[key] = weakref.ref(handle)
+            self.handles[key] = (weakref.ref(handle), StorageWeakRef(t.untyped_storage()))
             self.order.append(weakref.ref(handle))
             self.positions[id(handle)] = len(self.order) - 1
         return handle
