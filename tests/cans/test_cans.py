@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim"))
-from sim_smoke import REPO, run  # noqa: E402
+from sim_smoke import REPO, chain  # noqa: E402
 
 from repro.papers.cans import bandit as bd  # noqa: E402
 from repro.papers.cans.linucb import LinUCB, choose, disjoint, features  # noqa: E402
@@ -23,12 +23,8 @@ from repro.split import optimise  # noqa: E402
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cans")
-    load, sim = tmp / "edge_load", tmp / "bandit"
-    load.mkdir()
-    sim.mkdir()
-    out = {"edge_load": run("cans/edge_load", load, record=True)}
-    out["bandit"] = run("cans/bandit", sim, inputs={"edge_load": load / "record.json"}, record=True)
-    out["surfaces"] = bd.read_surfaces(load / "record.json", 6)
+    out = chain(tmp, "cans/edge_load", "cans/bandit", input_name="edge_load")
+    out["surfaces"] = bd.read_surfaces(tmp / "edge_load" / "record.json", 6)
     return out
 
 

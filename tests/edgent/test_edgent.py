@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim"))
-from sim_smoke import REPO, run  # noqa: E402
+from sim_smoke import REPO, chain  # noqa: E402
 
 from conftest import prepared_splits  # noqa: E402
 
@@ -23,12 +23,8 @@ from repro.papers.edgent import configure as cfgmod  # noqa: E402
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("edgent")
-    data, nets, conf = tmp / "data", tmp / "nets", tmp / "configure"
-    for d in (data, nets, conf):
-        d.mkdir()
-    out = {"nets": run("edgent/nets", nets, inputs=prepared_splits(data, 256, 128), record=True)}
-    out["configure"] = run("edgent/configure", conf, inputs={"nets": nets / "record.json"}, record=True)
-    return out
+    (tmp / "data").mkdir()
+    return chain(tmp, "edgent/nets", "edgent/configure", inputs=prepared_splits(tmp / "data", 256, 128))
 
 
 def test_nets_measures_every_exit_and_both_processors(runs):

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim"))
-from sim_smoke import REPO, run  # noqa: E402
+from sim_smoke import REPO, chain  # noqa: E402
 
 from conftest import prepared_splits  # noqa: E402
 
@@ -25,12 +25,8 @@ from repro.split import optimise  # noqa: E402
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("scissionlite")
-    data, nets, split = tmp / "data", tmp / "nets", tmp / "split"
-    for d in (data, nets, split):
-        d.mkdir()
-    out = {"nets": run("scissionlite/nets", nets, inputs=prepared_splits(data, 256, 128), record=True)}
-    out["split"] = run("scissionlite/split", split, inputs={"nets": nets / "record.json"}, record=True)
-    return out
+    (tmp / "data").mkdir()
+    return chain(tmp, "scissionlite/nets", "scissionlite/split", inputs=prepared_splits(tmp / "data", 256, 128))
 
 
 def test_nets_trains_codecs_at_split_points_and_times_both_processors(runs):

@@ -62,3 +62,14 @@ def check_claims(paper: str, tmp_path: Path) -> None:
         (tmp_path / tornado).mkdir(parents=True)
         metrics = run(tornado, tmp_path / tornado)[0].metrics
         assert metrics["assumed_min"] <= metrics["assumed_base"] <= metrics["assumed_max"]
+
+
+def chain(tmp: Path, first: str, second: str, inputs: dict | None = None, input_name: str = "nets") -> dict:
+    """``first`` run (on ``inputs``), then ``second`` on its record (as input ``input_name``), each in a
+    folder of ``tmp`` named for its experiment; {name: (result, figure)}."""
+    a, b = first.split("/")[-1], second.split("/")[-1]
+    for d in (a, b):
+        (tmp / d).mkdir()
+    out = {a: run(first, tmp / a, inputs=inputs, record=True)}
+    out[b] = run(second, tmp / b, inputs={input_name: tmp / a / "record.json"}, record=True)
+    return out
