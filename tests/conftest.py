@@ -37,8 +37,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords and not gpu:
             item.add_marker(skip)
-    # the tests that read the session's smoke DAG first: under xdist their worker starts on the DAG
-    items.sort(key=lambda item: "smoke_run" not in getattr(item, "fixturenames", ()))
+    # the tests that read the session's smoke DAG first: under xdist their worker starts on the DAG;
+    # the container image's last: CI builds it beside the tests (.ci/run), and they wait for it
+    items.sort(key=lambda item: ("smoke_run" not in getattr(item, "fixturenames", ()),
+                                 item.nodeid.startswith("tests/real/test_real_container.py")))
 
 
 SMOKE_USER = re.compile(r"\bsmoke_run\b")

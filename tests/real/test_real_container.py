@@ -24,8 +24,27 @@ def _env():
     return {**os.environ, "CONTAINERS_CONF": str(OUT / "containers.conf")}
 
 
+def _await_build(timeout_s: float = 1800.0) -> None:
+    """Where CI builds the image beside the tests (.ci/run sets REPRO_CONTAINER_BUILD_RC to the file the
+    build's exit code and seconds go to): wait for it; a failed build fails here, naming its log."""
+    import time
+
+    rc_file = os.environ.get("REPRO_CONTAINER_BUILD_RC")
+    if not rc_file:
+        return
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(rc_file):
+        if time.monotonic() > deadline:
+            pytest.fail(f"the image build beside the tests did not finish in {timeout_s:.0f} s ({rc_file})")
+        time.sleep(5)
+    rc = open(rc_file).read().split()[0]
+    if rc != "0":
+        pytest.fail(f"make container failed (exit {rc}): results/ci-container-build.log")
+
+
 @pytest.fixture(scope="module")
 def image():
+    _await_build()
     if shutil.which("podman") is None:
         real_services.absent("container", "no podman (make container installs it)")
     if not (OUT / "containers.conf").is_file() or not OCI.is_file() or not SIF.is_file():
