@@ -74,6 +74,28 @@ def test_peak_issue_rate_is_measured(kdir):
     assert peak["peak_b1_tops"] > 100  # far above any CUDA-core rate; H100: thousands
 
 
+@pytest.mark.parametrize("bits", [1, 2, 4])
+def test_the_layer_products_on_the_kernel_are_exact(kdir, monkeypatch, bits):
+    """The QGCN layer's two products one by one at its shapes (session 20: the layer differed from its
+    twin on an H100 while every kernel test passed): X W through int_matmul and (A + I) H through the
+    packed adjacency, against float64 products of the same codes."""
+    from repro.papers.qgtc import layers
+
+    monkeypatch.setenv("REPRO_KERNELS_DIR", str(kdir))
+    gen = torch.Generator().manual_seed(0)
+    a = (torch.rand(90, 90, generator=gen) < 0.1).float()
+    adj, _ = layers.with_self_loops(torch.triu(a, 1) + torch.triu(a, 1).T)
+    qx, _, _ = layers.quantize(torch.randn(90, 20, generator=gen).cuda(), bits)
+    qw, _, _ = layers.quantize(torch.randn(20, 16, generator=gen).cuda(), bits)
+    xw = layers.int_matmul(qx, bits, qw, bits, "gpu")
+    torch.cuda.synchronize()
+    assert torch.equal(xw, qx.double() @ qw.double())
+    qh, _, _ = layers.quantize(torch.randn(90, 16, generator=gen).cuda(), bits)
+    ah = layers.Binary(adj.cuda(), "gpu").times(qh, bits)
+    torch.cuda.synchronize()
+    assert torch.equal(ah, adj.cuda().double() @ qh.double())
+
+
 def test_quantized_gcn_on_the_kernel_matches_the_twin(kdir, monkeypatch):
     from repro.papers.qgtc import layers
 
