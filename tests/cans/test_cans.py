@@ -74,6 +74,27 @@ def test_world_latency_is_the_substrate_latency_with_the_edge_alone(runs):
         np.testing.assert_allclose(world.all_splits(i, bps, 0), optimise.latency(p, bps, world.rtt[i])[0], rtol=1e-9)
 
 
+def test_forced_sampling_frees_a_learner_stuck_on_the_device(runs, monkeypatch):
+    """A warm start that prices every offloading split far above the device's own time keeps a learner
+    on the device for good (the H100 run's "phone" group): it observes nothing there. With forced
+    sampling it offloads once after every ``forced_after`` device-only runs, so it keeps observing."""
+    a = bd.Assumed(devices_per_type=1, horizon=60)
+    world = bd.build_world(runs["surfaces"], bd._types(), a, bd.BanditParams(), seed=3)
+    real = world.offload
+
+    def pessimistic(i, s, bps, clients):  # the warm start's offline observations: 100x the online delay
+        return 100.0 * real(i, s, bps, clients)
+    monkeypatch.setattr(world, "offload", pessimistic)
+    device_only = np.array([k[-1] for k in world.known])
+    stuck, _ = bd.simulate(world, "cans", 1.0, 1.0, warm=5, forced_after=0)
+    assert np.allclose(stuck, device_only)  # never left the device
+    freed, _ = bd.simulate(world, "cans", 1.0, 1.0, warm=5, forced_after=3)
+    offloaded = ~np.isclose(freed, device_only)
+    for i in range(world.n):  # at most three device-only decisions in a row, then one offload
+        runs_of_local = np.diff(np.flatnonzero(np.r_[True, offloaded[:, i], True])) - 1
+        assert runs_of_local.max() <= 3 and offloaded[:, i].sum() >= 60 // 4 - 1
+
+
 def test_bandit_headlines_and_invariants(runs):
     result, fig = runs["bandit"]
     m, steps = result.metrics, result.tables["steps"]
@@ -82,7 +103,7 @@ def test_bandit_headlines_and_invariants(runs):
     assert m["latency_reduction_pct"] == pytest.approx(100 * (1 - mean["cans"] / mean["ans"]))
     assert m["oracle_reduction_vs_ans_pct"] == pytest.approx(100 * (1 - mean["oracle"] / mean["ans"]))
     assert m["mabwiser_choice_match"] == 1.0 and m["mabwiser_regret_ours_ms"] == pytest.approx(m["mabwiser_regret_theirs_ms"])
-    assert m["assumed_min"] <= m["latency_reduction_pct"] <= m["assumed_max"] and m["assumed_parameters"] == 7
+    assert m["assumed_min"] <= m["latency_reduction_pct"] <= m["assumed_max"] and m["assumed_parameters"] == 8
     assert fig is not None
 
 

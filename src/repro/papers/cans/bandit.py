@@ -17,10 +17,15 @@ Policies (repro.papers.cans.linucb; one LinUCB model per device, per group or fo
   observation before the next decision (aggregation per inference: the paper's period was not read);
 - ``fedlinucb_no_grouping``: one model for every device, warm-started;
 - ``fedlinucb_no_warm_start``: one model per type, no warm start;
-- ``ans``: Autodidactic Neurosurgeon's per-device LinUCB (no sharing, no warm start; its forced
-  sampling and key-frame weighting are left out);
+- ``ans``: Autodidactic Neurosurgeon's per-device LinUCB (no sharing, no warm start; its key-frame
+  weighting is left out);
 - ``static``: Neurosurgeon's fixed split, the best at the type's nominal bandwidth with the edge alone;
 - ``oracle``: the best split for the true bandwidth and the other devices' requests on the edge.
+Every learner samples by force as ANS does, in the form assumed here: a device that has run the whole
+net on itself ``forced_after`` times in a row offloads once at its least certain split (the widest
+confidence), because a device-only run observes no offloading delay and a model that prices every
+split above the device's own time would otherwise never learn (session 20's H100 run
+without it: the warm-started "phone" group stayed on the device at every step).
 Warm start (the paper's "offline early-exit inference experience", read here as offline observations
 of the offloading delay): ``warm_samples`` observations per offloading split per device at the type's
 nominal bandwidth with the edge serving it alone, so biased against the online world.
@@ -64,6 +69,7 @@ class Assumed:
     device_slowdown: float = 1.0  # assumed: every type's slowdown times this
     horizon: float = 1000.0  # assumed: inferences per device in a run
     warm_samples: float = 1.0  # assumed: offline observations per offloading split per device
+    forced_after: float = 10.0  # assumed: device-only runs in a row after which a learner offloads once (ANS's forced sampling)
 
 
 @dataclass
@@ -205,8 +211,10 @@ def _models(world: World, group: str, alpha: float, l2: float, warm: int) -> tup
     return models, index
 
 
-def simulate(world: World, policy: str, alpha: float, l2: float, warm: int) -> tuple[np.ndarray, np.ndarray]:
-    """(latency, regret), each (steps, devices) in seconds."""
+def simulate(world: World, policy: str, alpha: float, l2: float, warm: int,
+             forced_after: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(latency, regret), each (steps, devices) in seconds; ``forced_after`` > 0: a learner that has run
+    the whole net on the device that many times in a row offloads once at its least certain split."""
     steps, n = world.bps.shape
     if policy in LEARNERS:
         group, warm_start = LEARNERS[policy]
@@ -217,6 +225,7 @@ def simulate(world: World, policy: str, alpha: float, l2: float, warm: int) -> t
         raise ValueError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
     latency, regret = np.zeros((steps, n)), np.zeros((steps, n))
     offloading = np.zeros(n, bool)  # whether each device's latest request is on the edge
+    local_run = np.zeros(n, int)  # device-only decisions in a row
     for t in range(steps):
         seen = world.bps[t - 1] if t else world.nominal_bps
         for i in world.order[t]:
@@ -225,6 +234,9 @@ def simulate(world: World, policy: str, alpha: float, l2: float, warm: int) -> t
             if policy in LEARNERS:
                 X = world.context(i, seen[i])
                 s = choose(MS * world.known[i], models[index[i]], X)
+                if forced_after and s == world.nets[i].L and local_run[i] >= forced_after:
+                    s = int(np.argmax(models[index[i]].width(X)))  # forced sampling
+                local_run[i] = local_run[i] + 1 if s == world.nets[i].L else 0
             else:
                 s = fixed[i] if policy == "static" else int(np.argmin(every))
             latency[t, i], regret[t, i] = every[s], every[s] - every.min()
@@ -240,7 +252,8 @@ def run_policies(surfaces: dict, types: list[dict], a: Assumed, p: BanditParams,
     for k in range(p.seeds):
         world = build_world(surfaces, types, a, p, seed0 + k)
         for q in policies:
-            out[q].append(simulate(world, q, a.alpha, p.l2_lambda, int(round(a.warm_samples))))
+            out[q].append(simulate(world, q, a.alpha, p.l2_lambda, int(round(a.warm_samples)),
+                                   int(round(a.forced_after))))
     return out
 
 

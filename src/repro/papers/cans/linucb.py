@@ -43,10 +43,12 @@ class LinUCB:
         self.A = l2_lambda * np.eye(dim)
         self.b = np.zeros(dim)
 
+    def width(self, X: np.ndarray) -> np.ndarray:
+        """The confidence width sqrt(x^T A^-1 x) of each row of ``X``."""
+        return np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", X, np.linalg.inv(self.A), X), 0.0))
+
     def lcb(self, X: np.ndarray) -> np.ndarray:
-        A_inv = np.linalg.inv(self.A)
-        width = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", X, A_inv, X), 0.0))
-        return X @ (A_inv @ self.b) - self.alpha * width
+        return X @ np.linalg.solve(self.A, self.b) - self.alpha * self.width(X)
 
     def update(self, X: np.ndarray, y: np.ndarray) -> None:
         X = np.atleast_2d(X)
