@@ -76,7 +76,7 @@ def test_world_latency_is_the_substrate_latency_with_the_edge_alone(runs):
 
 def test_forced_sampling_frees_a_learner_stuck_on_the_device(runs, monkeypatch):
     """A warm start that prices every offloading split far above the device's own time keeps a learner
-    on the device for good (the H100 run's "phone" group): it observes nothing there. With forced
+    on the device for good: it observes nothing there. With forced
     sampling it offloads once after every ``forced_after`` device-only runs, so it keeps observing."""
     a = bd.Assumed(devices_per_type=1, horizon=60)
     world = bd.build_world(runs["surfaces"], bd._types(), a, bd.BanditParams(), seed=3)

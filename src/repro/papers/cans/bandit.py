@@ -24,8 +24,7 @@ Policies (repro.papers.cans.linucb; one LinUCB model per device, per group or fo
 Every learner samples by force as ANS does, in the form assumed here: a device that has run the whole
 net on itself ``forced_after`` times in a row offloads once at its least certain split (the widest
 confidence), because a device-only run observes no offloading delay and a model that prices every
-split above the device's own time would otherwise never learn (session 20's H100 run
-without it: the warm-started "phone" group stayed on the device at every step).
+split above the device's own time (a warm start can) would otherwise stay on the device for good.
 Warm start (the paper's "offline early-exit inference experience", read here as offline observations
 of the offloading delay): ``warm_samples`` observations per offloading split per device at the type's
 nominal bandwidth with the edge serving it alone, so biased against the online world.
@@ -149,9 +148,13 @@ class World:
     def n(self) -> int:
         return len(self.kind)
 
-    def offload(self, i: int, s: int, bps: float, clients: int) -> float:
+    def offloads(self, i: int, bps: float, clients: int) -> np.ndarray:
+        """Device i's offloading delay of every split s < L: transfer, round trip, the edge's part."""
         net = self.nets[i]
-        return 8.0 * net.bytes[s] / bps + self.rtt[i] + net.edge_at(clients)[s]
+        return 8.0 * net.bytes[: net.L] / bps + self.rtt[i] + net.edge_at(clients)
+
+    def offload(self, i: int, s: int, bps: float, clients: int) -> float:
+        return float(self.offloads(i, bps, clients)[s])
 
     def context(self, i: int, bps: float) -> np.ndarray:
         """Device i's arm features; with ``transfer``, the first column (MB sent) is replaced by the
@@ -165,9 +168,8 @@ class World:
 
     def all_splits(self, i: int, bps: float, others: int) -> np.ndarray:
         """Latency of every split of device i when ``others`` other devices offload."""
-        net = self.nets[i]
         t = self.known[i].copy()
-        t[: net.L] += 8.0 * net.bytes[: net.L] / bps + self.rtt[i] + net.edge_at(others + 1)
+        t[: self.nets[i].L] += self.offloads(i, bps, others + 1)
         return t
 
 
