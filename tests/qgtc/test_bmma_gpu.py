@@ -76,8 +76,8 @@ def test_peak_issue_rate_is_measured(kdir):
 
 @pytest.mark.parametrize("bits", [1, 2, 4])
 def test_the_layer_products_on_the_kernel_are_exact(kdir, monkeypatch, bits):
-    """The QGCN layer's two products one by one at its shapes (session 20: the layer differed from its
-    twin on an H100 while every kernel test passed): X W through int_matmul and (A + I) H through the
+    """The QGCN layer's two products one by one at its shapes, so that a layer that differs from its twin
+    while the kernel tests pass shows which product: X W through int_matmul and (A + I) H through the
     packed adjacency, against float64 products of the same codes."""
     from repro.papers.qgtc import layers
 

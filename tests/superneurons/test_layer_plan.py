@@ -172,8 +172,8 @@ def test_unit_plan_stays_the_default():
 def test_gradients_equal_plain_autograd_when_offloads_free_the_tensor(name):
     """Offloads that drop the device copy (ReplayPool, as a GPU offload does): the allocator hands a freed
     address to the next tensor at once, and a new tensor of the same shape there is not the offloaded
-    one; each step's gradients still equal plain autograd's (a handle was once reused for such a tensor,
-    restoring the old one's values in backward)."""
+    one; each step's gradients still equal plain autograd's (a handle reused for such a tensor would
+    restore the old one's values in backward)."""
     model, x, y, loss = _family(name, batch=4)
     ref = copy.deepcopy(model)
     torch.manual_seed(5)
