@@ -5,9 +5,11 @@ its cubins from (the kernel-build step writes them; see :mod:`repro.kernels.buil
     with cupy.cuda.Device(0), kernels.launch_stream(True, 0):
         fn(grid, block, args)
 
-Modules and functions load once per (folder as given, cubin, device): training calls this for every saved tensor,
+Modules and functions load once per (folder, cubin, device): training calls this for every saved tensor,
 so a hit resolves no paths. The folder: the argument, else ``$REPRO_KERNELS_DIR``, else
-``results/build/kernels`` under the working directory. Nothing here imports CuPy or torch at
+``results/build/kernels`` under the working directory; the cache is keyed by the argument or, without
+one, by the variable's value and the working directory, so a test that points the variable at its own
+build never gets a module loaded from another folder. Nothing here imports CuPy or torch at
 module load.
 """
 
@@ -29,9 +31,14 @@ def default_dir() -> Path:
     return Path(os.environ.get("REPRO_KERNELS_DIR") or Path.cwd() / "results" / "build" / "kernels")
 
 
+def _dir_key(kernels_dir: Path | None):
+    """What names the folder without resolving it: the argument, else ($REPRO_KERNELS_DIR, cwd)."""
+    return kernels_dir if kernels_dir is not None else (os.environ.get("REPRO_KERNELS_DIR"), os.getcwd())
+
+
 def module(stem: str, device: int, kernels_dir: Path | None = None):
     """The CuPy RawModule of ``<stem>.cubin`` on ``device`` (loaded on first use)."""
-    key = (kernels_dir, stem, device)
+    key = (_dir_key(kernels_dir), stem, device)
     hit = _MODULES.get(key)
     if hit is not None:
         return hit
@@ -46,7 +53,7 @@ def module(stem: str, device: int, kernels_dir: Path | None = None):
 
 def function(stem: str, name: str, device: int, kernels_dir: Path | None = None):
     """The extern "C" kernel ``name`` of ``<stem>.cubin`` on ``device`` (looked up once)."""
-    key = (kernels_dir, stem, name, device)
+    key = (_dir_key(kernels_dir), stem, name, device)
     hit = _FUNCTIONS.get(key)
     if hit is None:
         hit = _FUNCTIONS[key] = module(stem, device, kernels_dir).get_function(name)
