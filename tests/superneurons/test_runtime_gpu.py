@@ -42,6 +42,27 @@ def test_gradients_equal_plain_with_real_offload(net, strategy):
     assert len(wrapped.pool) == 0
 
 
+@pytest.mark.parametrize("net", ["resnet", "vgg", "alexnet"])
+@pytest.mark.parametrize("actions", ["recompute", "offload", "both"])
+def test_layer_plan_gradients_equal_plain_with_real_offload(net, actions):
+    """The layer plan inside units on the paper's networks: BN / ReLU / pooling / LRN outputs recomputed,
+    convolution outputs offloaded to pinned host memory and prefetched on the side stream."""
+    cfg = RuntimeConfig(granularity="layer", layer_actions=actions, pool_budget_bytes=0, max_inflight_bytes=0,
+                        min_offload_bytes=0)
+    ref_grads, grads, loss_ref, loss, wrapped = grads_after_one_backward(net, cfg, device="cuda")
+    torch.cuda.synchronize()
+    again, _, _, _, _ = grads_after_one_backward(net, cfg, device="cuda")
+    floor = max_rel_diff(ref_grads, again)
+    print(net, actions, "max rel diff", max_rel_diff(ref_grads, grads), "plain vs plain", floor)
+    assert torch.allclose(loss, loss_ref, rtol=1e-5, atol=1e-6)
+    assert max_rel_diff(ref_grads, grads) <= max(10 * floor, 1e-6)
+    if actions != "offload":
+        assert wrapped.executor.recomputations > 0
+    if actions != "recompute":
+        assert wrapped.pool.stats.offloads > 0 and wrapped.pool.stats.prefetches == wrapped.pool.stats.offloads
+    assert len(wrapped.pool) == 0
+
+
 def test_saved_tensor_pool_gradients_equal_plain():
     cfg = RuntimeConfig(recompute="off", pool=True, pool_budget_bytes=0, min_offload_bytes=0)
     ref_grads, grads, _, _, wrapped = grads_after_one_backward("resnet", cfg, device="cuda")
