@@ -107,3 +107,31 @@ def test_quantized_gcn_on_the_kernel_matches_the_twin(kdir, monkeypatch):
     twin = layers.QGCN([20, 16, 5], 2, "twin", seed=1)(adj, deg_inv, x)
     gpu = layers.QGCN([20, 16, 5], 2, "gpu", seed=1).cuda()(adj.cuda(), deg_inv.cuda(), x.cuda())
     torch.testing.assert_close(gpu.cpu(), twin, rtol=1e-3, atol=1e-3)
+
+
+def test_the_kernel_runs_on_torchs_current_stream(kdir):
+    """bmma launches on the stream torch's next op runs on (the default one and a side stream), so that
+    an op after it reads its output without a synchronisation."""
+    from repro import kernels
+
+    dev = torch.cuda.current_device()
+    assert kernels.launch_stream(True, dev).ptr == torch.cuda.current_stream().cuda_stream
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        assert kernels.launch_stream(True, dev).ptr == side.cuda_stream
+
+
+@pytest.mark.parametrize("on_side_stream", [False, True])
+def test_products_order_with_torch_work_queued_around_them(kdir, on_side_stream):
+    """A busy queue before the product (a large matmul) and a torch op reading its output right after,
+    with no synchronisation between: a kernel on any other stream than torch's reads operands not yet
+    packed or is read before it has written."""
+    stream = torch.cuda.Stream() if on_side_stream else torch.cuda.current_stream()
+    with torch.cuda.stream(stream):
+        qa, qb = rand(90, 20, 2, 3), rand(20, 16, 2, 4)
+        big = torch.randn(4096, 4096, device="cuda")
+        for _ in range(4):
+            big = big @ big / 64  # milliseconds of work ahead of the packing and the kernel
+        c = bmma.int_matmul(qa, 2, qb, 2, kernels_dir=kdir).to(torch.float64) + big[:90, :16].sum() * 0
+    stream.synchronize()
+    assert torch.equal(c, qa.double() @ qb.double())
