@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -10,6 +11,15 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))  # fake experiments for runner tests
+
+# `make test` runs one pytest-xdist worker per core, beside the session's smoke DAG (its jobs one thread
+# each, as Snakemake sets them): a worker whose torch / BLAS used every core would oversubscribe them,
+# and OpenMP's spin-waiting threads then slow everything down (tests/superneurons/test_layer_plan.py
+# beside two busy processes on 2 cores: 72 s with torch's default 2 threads, 40 s with 1). Each
+# worker computes on one thread unless the caller set a count; a test that wants k threads sets them.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
 
 
 @pytest.fixture(autouse=True)
