@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -82,6 +83,7 @@ def emulation(run_dir: Path) -> plt.Figure:
     for _, r in df.iterrows():
         axes[0].annotate(r["matrix"], (r["rows"], r["levels"]), fontsize=6)
     axes[0].set(xscale="log", yscale="log", xlabel="rows", title="dependency depth")
+    axes[0].xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # labelled minor ticks overlapped
     axes[0].legend(fontsize=7)
     errs = df.melt(id_vars="matrix", value_vars=[c for c in df if c.startswith("err_")], var_name="schedule",
                    value_name="error")
