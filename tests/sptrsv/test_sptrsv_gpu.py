@@ -30,7 +30,9 @@ CASES = {"poisson2d": lambda: M.poisson((90, 70)), "poisson3d_ilu0": lambda: M.p
          "powerlaw": lambda: M.powerlaw(60000, seed=1, min_offset=40), "banded": lambda: M.banded(8000),
          "bar": lambda: M.gallery("bar"), "chain": lambda: M.gallery("knot"),
          # one long chain: every warp of v3 runs 32 rounds, one row each
-         "bidiagonal": lambda: sp.diags([np.full(5000, 2.0), np.full(4999, -1.0)], [0, -1], format="csr")}
+         "bidiagonal": lambda: sp.diags([np.full(5000, 2.0), np.full(4999, -1.0)], [0, -1], format="csr"),
+         # rows with up to 24 dependencies inside their warp: past v4's eight cached ones (its v3 path)
+         "dense_band": lambda: M.banded(3000, bandwidth=24, density=1.0)}
 
 
 @pytest.fixture(scope="session")
@@ -45,7 +47,7 @@ def test_every_solver_matches_scipy(case, kernels_dir):
     ref = spsolve_triangular(L, b, lower=True)
     m = upload(L)
     made = solvers(m, cupy.asarray(b), kernels_dir)
-    assert {"syncfree_push", "syncfree_pull", "syncfree_v3"} <= made.keys()
+    assert {"syncfree_push", "syncfree_pull", "syncfree_v3", "syncfree_v4"} <= made.keys()
     for name, s in made.items():
         s.analyse()
         for _ in range(3):  # counters, sums and tickets must reset between solves
@@ -143,3 +145,18 @@ def test_multi_gpu_experiment_tiny(tmp_path, kernels_dir):
                              inputs={"kernels": kernels_dir}))
     assert r.metrics["n_incorrect"] == 0 and r.metrics["gpus"] == 2
     assert set(r.tables["points"]["gpus"]) == {1, 2} and "geomean_speedup_1gpu" in r.metrics
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_v4_gives_v3s_x_exactly(case, kernels_dir):
+    """v4 caches what v3 re-reads and subtracts in the same order: the same x, bit for bit."""
+    L = CASES[case]()
+    m = upload(L)
+    b = cupy.asarray(np.random.default_rng(1).standard_normal(L.shape[0]))
+    made = solvers(m, b, kernels_dir, methods=("syncfree_v3", "syncfree_v4"))
+    for s in made.values():
+        s.analyse()
+        s.solve()
+        s.check()
+    assert cupy.array_equal(made["syncfree_v3"].x, made["syncfree_v4"].x)
+

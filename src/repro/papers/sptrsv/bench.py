@@ -24,7 +24,8 @@ and ``total_speedup_<s>`` with analysis added; ``<s>_over_ceiling`` = <s>_solve_
 any timing; where both v2 arms ran, ``syncfree_v2`` columns are the picked arm's. ``syncfree_v3``
 (the v3 pull kernel, in-warp dependencies in rounds) has its own columns like every solver, so
 ``speedup_syncfree_v3`` sits beside ``speedup_syncfree_v2`` and the summary's
-``geomean_speedup_syncfree_v3_deep`` beside ``geomean_speedup_syncfree_v2_deep``.
+``geomean_speedup_syncfree_v3_deep`` beside ``geomean_speedup_syncfree_v2_deep``; ``syncfree_v4`` (v3 with
+each row's in-warp dependencies cached in shared memory) likewise beside v3.
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ from repro.data.matrices import MatrixSpec
 from repro.papers.sptrsv.solve import THREADS
 
 OURS = ("levelset", "syncfree_warp", "syncfree_thread", "syncfree_levels", "syncfree_push", "syncfree_pull",
-        "syncfree_v2", "syncfree_v3")
-SYNCFREE = ("syncfree_warp", "syncfree_thread", "syncfree_levels", "syncfree_push", "syncfree_pull", "syncfree_v3")
+        "syncfree_v2", "syncfree_v3", "syncfree_v4")
+SYNCFREE = ("syncfree_warp", "syncfree_thread", "syncfree_levels", "syncfree_push", "syncfree_pull", "syncfree_v3",
+            "syncfree_v4")
 
 
 def backward_error(L_gpu, x, b) -> float:

@@ -22,7 +22,7 @@ import seaborn as sns  # noqa: E402
 from repro.figures import finish, run_record  # noqa: E402
 
 SOLVERS = ("cusparse", "levelset", "syncfree_warp", "syncfree_thread", "syncfree_levels", "syncfree_push",
-           "syncfree_pull", "syncfree_v3")
+           "syncfree_pull", "syncfree_v3", "syncfree_v4")
 
 
 def single_gpu(run_dir: Path) -> plt.Figure:

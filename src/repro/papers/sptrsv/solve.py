@@ -21,6 +21,13 @@
   with the dependencies inside a warp resolved in rounds (``__ballot_sync`` over a done mask) instead
   of by spinning; pull only, whatever the v2 rule picks. Same grid, analysis and epochs as v2 pull;
   its NumPy twin is schedule.warp_round_solve.
+- ``SyncFreeV4`` (method ``syncfree_v4``): v3 with each row's first eight in-warp dependencies
+  (coefficient and place) kept in shared memory from its first pass, so that a round reads shared
+  memory only (v3 re-reads column indices and level positions from global memory in every round, two
+  dependent loads on the chain's path); a row with no input inside its warp computes and releases its
+  flag right after its first pass, and a row computed in a round releases at once (v3 waits for the
+  warp's slowest lane and releases once per warp). Same order of operations as v3 (its x equals
+  v3's); 6 blocks an SM (40 registers). Its schedule releases no later than v3's, whose twin it keeps.
 
 Each solver holds its output in ``x`` (a CuPy array). Matrices come from :func:`upload`.
 """
@@ -42,8 +49,9 @@ STEM = "sptrsv"
 THREADS = 256  # also the rows per chunk of the v2 kernels (CHUNK in sptrsv.cu)
 SPIN_LIMIT_CYCLES = 10**10  # a row waiting longer (about 5 s) is a stall: the kernel ends, check() raises
 METHODS = ("cusparse", "levelset", "syncfree_warp", "syncfree_thread", "syncfree_levels", "syncfree_push",
-           "syncfree_pull", "syncfree_v3")
+           "syncfree_pull", "syncfree_v3", "syncfree_v4")
 BLOCKS_PER_SM = 8  # 2048 resident threads per SM on Hopper at 256 a block (the v2 kernels use <= 32 registers)
+V4_BLOCKS_PER_SM = 6  # v4 uses 40 registers (sptrsv.cu V4_BLOCKS_PER_SM, its launch bound): 1536 threads an SM
 MAX_SLEEP_NS = 256  # the longest __nanosleep of a waiting v2 row (a quarter of a hop): assumed
 WARP_ROW_NNZ = 16.0  # level-set rows this long on average get a warp each, shorter ones a thread
 
@@ -305,6 +313,16 @@ class SyncFreeV3(SyncFreeV2):
         super().__init__(m, b, kernels_dir, "pull", blocks_per_sm)
 
 
+class SyncFreeV4(SyncFreeV3):
+    """The v4 sync-free kernel (``syncfree_pull_v4``): v3 with the in-warp dependencies cached."""
+
+    METHOD = "syncfree_v4"
+    KERNEL = "syncfree_pull_v4"
+
+    def __init__(self, m: DeviceMatrix, b, kernels_dir: Path | None = None, blocks_per_sm: int = V4_BLOCKS_PER_SM):
+        super().__init__(m, b, kernels_dir, blocks_per_sm)
+
+
 def solvers(m: DeviceMatrix, b, kernels_dir: Path | None, analysis: schedule.Analysis | None = None,
             methods: tuple[str, ...] = METHODS) -> dict[str, Any]:
     """The named solvers for one uploaded matrix and right-hand side."""
@@ -316,6 +334,8 @@ def solvers(m: DeviceMatrix, b, kernels_dir: Path | None, analysis: schedule.Ana
             made[name] = LevelSet(m, b, kernels_dir, analysis)
         elif name == "syncfree_v3":
             made[name] = SyncFreeV3(m, b, kernels_dir)
+        elif name == "syncfree_v4":
+            made[name] = SyncFreeV4(m, b, kernels_dir)
         elif name in ("syncfree_push", "syncfree_pull"):
             made[name] = SyncFreeV2(m, b, kernels_dir, name.removeprefix("syncfree_"))
         elif name.startswith("syncfree_"):

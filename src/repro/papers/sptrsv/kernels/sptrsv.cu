@@ -301,13 +301,32 @@ extern "C" __global__ void __launch_bounds__(CHUNK) syncfree_pull(
 
 constexpr unsigned FULL_MASK = 0xffffffffu;
 
-extern "C" __global__ void __launch_bounds__(CHUNK) syncfree_pull_v3(
+// v3 (CACHE = 0) and v4 (CACHE > 0): v2 pull, with the dependencies inside a row's own warp resolved
+// in rounds (one __syncwarp + ballot per round) instead of by polling. v4 changes three things, each
+// aimed at a cost that v3's H100 run showed or that its code implies:
+//  - v3's ready lane re-reads its row's column indices and their level positions from global memory in
+//    every round (two dependent loads on a chain's path: banded_1e5 finishes ~3 rows a round). v4
+//    keeps the first CACHE in-warp dependencies of each row (coefficient, place in the chunk) in shared
+//    memory from the first pass, and the diagonal in a register: a round reads shared memory only. A
+//    row with more in-warp dependencies than CACHE takes v3's path.
+//  - v3 enters the rounds only when every lane of the warp has its inputs from other warps and chunks
+//    (the ballot waits for all 32), and releases the warp's global flags once, after the rounds: a row
+//    ready early waits for the warp's slowest (v3 was 1.3-2.9x slower than v2 on the matrices whose
+//    dependencies cross chunks). In v4 a row with no input inside its warp computes and releases its
+//    flag right after its first pass, and a row computed in a round releases its flag at once (v2's
+//    one release per row).
+// Both subtract in the same order, so x is the same bit for bit (a GPU test checks it).
+template <int CACHE>
+__device__ __forceinline__ void pull_rounds(
     const int* __restrict__ rowptr, const int* __restrict__ colidx, const double* __restrict__ val,
     const double* __restrict__ b, double* x, int* ready, int epoch, const int* __restrict__ perm,
     const int* __restrict__ pos, int* ticket, int n, unsigned max_sleep_ns, long long spin_limit, int* stalled) {
+    constexpr int SLOTS = CACHE > 0 ? CACHE : 1;
     __shared__ double s_x[CHUNK];
     __shared__ int s_ready[CHUNK];
     __shared__ int base;
+    __shared__ double s_coef[SLOTS][CHUNK];  // v4: row t's k-th in-warp dependency's coefficient
+    __shared__ unsigned char s_lane[SLOTS][CHUNK];  // and its place in the chunk (< CHUNK = 256)
     const int t = threadIdx.x, warp = t >> 5, lane = t & 31;
     while (next_chunk(ticket, &base, n)) {
         s_ready[t] = 0;
@@ -315,15 +334,27 @@ extern "C" __global__ void __launch_bounds__(CHUNK) syncfree_pull_v3(
         const bool valid = base + t < n;
         const int i = valid ? perm[base + t] : 0;
         const int lo = valid ? rowptr[i] : 0, diag = valid ? rowptr[i + 1] - 1 : 0;
+        const double d = (CACHE > 0 && valid) ? val[diag] : 1.0;  // v4: off the rounds' path
         const long long start = clock64();
         double s = valid ? b[i] : 0.0;
         unsigned wait = 0;  // lanes of this warp whose rows this row needs
+        int cached = 0;  // v4: in-warp dependencies kept in shared memory
+        bool spilled = false;  // v4: more than CACHE of them (v3's path)
         for (int p = lo; p < diag; ++p) {
             const int c = colidx[p], l = pos[c] - base;
             double xc;
             if ((unsigned)l < CHUNK) {
                 if ((l >> 5) == warp) {  // the same warp: resolved in the rounds below
                     wait |= 1u << (l & 31);
+                    if (CACHE > 0) {
+                        if (cached < CACHE) {
+                            s_coef[cached][t] = val[p];
+                            s_lane[cached][t] = (unsigned char)l;
+                            ++cached;
+                        } else {
+                            spilled = true;
+                        }
+                    }
                     continue;
                 }
                 unsigned ns = 16;  // an earlier warp of the block: sleep, so that it gets the issue slots
@@ -340,27 +371,62 @@ extern "C" __global__ void __launch_bounds__(CHUNK) syncfree_pull_v3(
             s -= val[p] * xc;
         }
         bool todo = valid;
+        if (CACHE > 0 && todo && wait == 0) {  // v4: no input inside the warp: compute and release now
+            const double xi = s / d;
+            s_x[t] = xi;
+            x[i] = xi;
+            __threadfence_block();
+            *(volatile int*)&s_ready[t] = 1;
+            store_release(ready + i, epoch);
+            todo = false;
+        }
+        if (CACHE > 0) __syncwarp();  // those rows' shared x before the first round's reads
         unsigned done = ~__ballot_sync(FULL_MASK, todo);  // lanes past n count as done
         while (done != FULL_MASK) {
             if (todo && (wait & ~done) == 0) {
                 if (wait != 0) {
-                    for (int p = lo; p < diag; ++p) {
-                        const int l = pos[colidx[p]] - base;
-                        if ((unsigned)l < CHUNK && (l >> 5) == warp) s -= val[p] * *(volatile double*)&s_x[l];
+                    if (CACHE > 0 && !spilled) {
+                        for (int k = 0; k < cached; ++k) s -= s_coef[k][t] * *(volatile double*)&s_x[s_lane[k][t]];
+                    } else {
+                        for (int p = lo; p < diag; ++p) {
+                            const int l = pos[colidx[p]] - base;
+                            if ((unsigned)l < CHUNK && (l >> 5) == warp) s -= val[p] * *(volatile double*)&s_x[l];
+                        }
                     }
                 }
-                const double xi = s / val[diag];
+                const double xi = s / (CACHE > 0 ? d : val[diag]);
                 s_x[t] = xi;
                 x[i] = xi;
                 __threadfence_block();
                 *(volatile int*)&s_ready[t] = 1;  // for the block's later warps
+                if (CACHE > 0) store_release(ready + i, epoch);  // v4: for later chunks, at once
                 todo = false;
             }
             __syncwarp();  // this round's shared x before the next round's reads
             done = ~__ballot_sync(FULL_MASK, todo);
         }
-        if (valid) store_release(ready + i, epoch);  // converged: one release for the warp's rows
+        if (CACHE == 0 && valid) store_release(ready + i, epoch);  // v3: one converged release for the warp's rows
     }
+}
+
+constexpr int V4_CACHE = 8;  // in-warp dependencies kept per row (16 KB of shared memory per block)
+// v4's blocks an SM (solve.py's V4_BLOCKS_PER_SM): 40 registers, no spills; at 8 blocks (32 registers)
+// ptxas spilled 14-26 bytes
+constexpr int V4_BLOCKS_PER_SM = 6;
+
+extern "C" __global__ void __launch_bounds__(CHUNK) syncfree_pull_v3(
+    const int* __restrict__ rowptr, const int* __restrict__ colidx, const double* __restrict__ val,
+    const double* __restrict__ b, double* x, int* ready, int epoch, const int* __restrict__ perm,
+    const int* __restrict__ pos, int* ticket, int n, unsigned max_sleep_ns, long long spin_limit, int* stalled) {
+    pull_rounds<0>(rowptr, colidx, val, b, x, ready, epoch, perm, pos, ticket, n, max_sleep_ns, spin_limit, stalled);
+}
+
+extern "C" __global__ void __launch_bounds__(CHUNK, V4_BLOCKS_PER_SM) syncfree_pull_v4(
+    const int* __restrict__ rowptr, const int* __restrict__ colidx, const double* __restrict__ val,
+    const double* __restrict__ b, double* x, int* ready, int epoch, const int* __restrict__ perm,
+    const int* __restrict__ pos, int* ticket, int n, unsigned max_sleep_ns, long long spin_limit, int* stalled) {
+    pull_rounds<V4_CACHE>(rowptr, colidx, val, b, x, ready, epoch, perm, pos, ticket, n, max_sleep_ns, spin_limit,
+                          stalled);
 }
 
 extern "C" __global__ void __launch_bounds__(CHUNK) level_analysis(
