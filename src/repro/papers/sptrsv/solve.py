@@ -249,9 +249,10 @@ class SyncFreeV2:
 
     METHOD: str | None = None  # a subclass's method name and kernel (v3); None: syncfree_<variant>
     KERNEL: str | None = None
+    BLOCKS_PER_SM = BLOCKS_PER_SM  # the persistent grid's blocks an SM, unless the caller gives them
 
     def __init__(self, m: DeviceMatrix, b, kernels_dir: Path | None = None, variant: str = "push",
-                 blocks_per_sm: int = BLOCKS_PER_SM):
+                 blocks_per_sm: int | None = None):
         import cupy
 
         if variant not in ("push", "pull"):
@@ -270,7 +271,7 @@ class SyncFreeV2:
         self.need = self.need_local = self.perm = self.pos = None
         self._kernels_dir = kernels_dir
         self._fn = kernels.function(STEM, self.KERNEL or self.name, m.device, kernels_dir)
-        self._grid = (kernels.sm_count(m.device) * blocks_per_sm, 1, 1)
+        self._grid = (kernels.sm_count(m.device) * (blocks_per_sm or self.BLOCKS_PER_SM), 1, 1)
 
     def analyse(self) -> None:
         """On the GPU: the levels (device_levels), the level order and each row's place in it, and
@@ -309,7 +310,7 @@ class SyncFreeV3(SyncFreeV2):
     METHOD = "syncfree_v3"
     KERNEL = "syncfree_pull_v3"
 
-    def __init__(self, m: DeviceMatrix, b, kernels_dir: Path | None = None, blocks_per_sm: int = BLOCKS_PER_SM):
+    def __init__(self, m: DeviceMatrix, b, kernels_dir: Path | None = None, blocks_per_sm: int | None = None):
         super().__init__(m, b, kernels_dir, "pull", blocks_per_sm)
 
 
@@ -318,9 +319,7 @@ class SyncFreeV4(SyncFreeV3):
 
     METHOD = "syncfree_v4"
     KERNEL = "syncfree_pull_v4"
-
-    def __init__(self, m: DeviceMatrix, b, kernels_dir: Path | None = None, blocks_per_sm: int = V4_BLOCKS_PER_SM):
-        super().__init__(m, b, kernels_dir, blocks_per_sm)
+    BLOCKS_PER_SM = V4_BLOCKS_PER_SM
 
 
 def solvers(m: DeviceMatrix, b, kernels_dir: Path | None, analysis: schedule.Analysis | None = None,
