@@ -74,8 +74,9 @@ def test_peak_issue_rate_is_measured(kdir):
     assert peak["peak_b1_tops"] > 100  # far above any CUDA-core rate; H100: thousands
 
 
+@pytest.mark.parametrize("dims", [(20, 16), (16, 5)])
 @pytest.mark.parametrize("bits", [1, 2, 4])
-def test_the_layer_products_on_the_kernel_are_exact(kdir, monkeypatch, bits):
+def test_the_layer_products_on_the_kernel_are_exact(kdir, monkeypatch, bits, dims):
     """The QGCN layer's two products one by one at its shapes, so that a layer that differs from its twin
     while the kernel tests pass shows which product: X W through int_matmul and (A + I) H through the
     packed adjacency, against float64 products of the same codes."""
@@ -85,15 +86,66 @@ def test_the_layer_products_on_the_kernel_are_exact(kdir, monkeypatch, bits):
     gen = torch.Generator().manual_seed(0)
     a = (torch.rand(90, 90, generator=gen) < 0.1).float()
     adj, _ = layers.with_self_loops(torch.triu(a, 1) + torch.triu(a, 1).T)
-    qx, _, _ = layers.quantize(torch.randn(90, 20, generator=gen).cuda(), bits)
-    qw, _, _ = layers.quantize(torch.randn(20, 16, generator=gen).cuda(), bits)
+    qx, _, _ = layers.quantize(torch.randn(90, dims[0], generator=gen).cuda(), bits)
+    qw, _, _ = layers.quantize(torch.randn(*dims, generator=gen).cuda(), bits)
     xw = layers.int_matmul(qx, bits, qw, bits, "gpu")
     torch.cuda.synchronize()
     assert torch.equal(xw, qx.double() @ qw.double())
-    qh, _, _ = layers.quantize(torch.randn(90, 16, generator=gen).cuda(), bits)
+    qh, _, _ = layers.quantize(torch.randn(90, dims[1], generator=gen).cuda(), bits)
     ah = layers.Binary(adj.cuda(), "gpu").times(qh, bits)
     torch.cuda.synchronize()
     assert torch.equal(ah, adj.cuda().double() @ qh.double())
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_every_product_inside_the_qgcn_forward_is_exact(kdir, monkeypatch, grad):
+    """Each integer product the two-layer QGCN's forward pass makes on the GPU (X W through int_matmul,
+    (A + I) H through the packed adjacency), checked where it is made against the float64 product of the
+    same codes, with and without autograd: names the first product, and its shapes, that goes wrong
+    inside the model while the products alone are right."""
+    from repro.papers.qgtc import layers
+
+    monkeypatch.setenv("REPRO_KERNELS_DIR", str(kdir))
+    seen = []
+    int_matmul, times = layers.int_matmul, layers.Binary.times
+
+    def checked_int_matmul(qa, a_bits, qb, b_bits, backend):
+        c = int_matmul(qa, a_bits, qb, b_bits, backend)
+        seen.append(("X W", tuple(qa.shape), tuple(qb.shape), a_bits, b_bits,
+                     torch.equal(c, qa.double() @ qb.double())))
+        return c
+
+    def checked_times(self, qh, bits):
+        c = times(self, qh, bits)
+        seen.append(("(A + I) H", tuple(self.codes.shape), tuple(qh.shape), 1, bits,
+                     torch.equal(c, self.codes.double() @ qh.double())))
+        return c
+
+    monkeypatch.setattr(layers, "int_matmul", checked_int_matmul)
+    monkeypatch.setattr(layers.Binary, "times", checked_times)
+    gen = torch.Generator().manual_seed(0)
+    a = (torch.rand(90, 90, generator=gen) < 0.1).float()
+    adj, deg_inv = layers.with_self_loops(torch.triu(a, 1) + torch.triu(a, 1).T)
+    x = torch.randn(90, 20, generator=gen)
+    with torch.set_grad_enabled(grad):
+        layers.QGCN([20, 16, 5], 2, "gpu", seed=1).cuda()(adj.cuda(), deg_inv.cuda(), x.cuda())
+    assert len(seen) == 4
+    assert all(ok for *_, ok in seen), seen
+
+
+def test_the_qgcn_without_the_kernel_agrees_across_devices():
+    """The same QGCN with the float64 "exact" product on the GPU and on the CPU: what the model does
+    around its products (quantisation, recovery, scaling) is device-independent, so a mismatch of the
+    kernel path against the twin that this test does not share lies in the kernel path."""
+    from repro.papers.qgtc import layers
+
+    gen = torch.Generator().manual_seed(0)
+    a = (torch.rand(90, 90, generator=gen) < 0.1).float()
+    adj, deg_inv = layers.with_self_loops(torch.triu(a, 1) + torch.triu(a, 1).T)
+    x = torch.randn(90, 20, generator=gen)
+    cpu = layers.QGCN([20, 16, 5], 2, "exact", seed=1)(adj, deg_inv, x)
+    gpu = layers.QGCN([20, 16, 5], 2, "exact", seed=1).cuda()(adj.cuda(), deg_inv.cuda(), x.cuda())
+    torch.testing.assert_close(gpu.cpu(), cpu, rtol=1e-3, atol=1e-3)
 
 
 def test_quantized_gcn_on_the_kernel_matches_the_twin(kdir, monkeypatch):
