@@ -34,7 +34,10 @@ def quantize(x: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Tensor, to
     scale are 0-d tensors on x's device (no synchronisation); a constant x has scale 0 and codes 0."""
     levels = (1 << bitplanes.check_bits(bits)) - 1
     lo, hi = torch.aminmax(x)
-    scale = (hi - lo) / levels
+    # A tensor divisor, not the Python int: CUDA divides by a Python scalar as a multiply by its float32
+    # reciprocal, a scale one ulp off the CPU's, and at 2 bits that flips codes at rounding ties; the
+    # flips then spread through the layers (every output of a QGCN differed from the twin's).
+    scale = (hi - lo) / torch.full_like(hi, levels)
     safe = torch.where(scale > 0, scale, torch.ones_like(scale))
     q = torch.clamp(torch.round((x - lo) / safe), 0, levels).to(torch.int32)
     return q, lo, scale

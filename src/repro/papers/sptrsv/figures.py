@@ -29,29 +29,31 @@ def single_gpu(run_dir: Path) -> plt.Figure:
     sns.set_theme(style="whitegrid", context="paper")
     df = pd.read_csv(Path(run_dir) / "points.csv")
     solvers = [s for s in SOLVERS if f"{s}_solve_ms" in df]
+    colour = dict(zip(SOLVERS, sns.color_palette("tab10", len(SOLVERS))))  # one colour a solver in every panel
     fig, axes = plt.subplots(3, 1, figsize=(max(7.0, 0.7 * len(df)), 10))
     long = df.melt(id_vars="matrix", value_vars=[f"{s}_solve_ms" for s in solvers], var_name="solver", value_name="ms")
     long["solver"] = long["solver"].str.removesuffix("_solve_ms")
-    sns.barplot(data=long, x="matrix", y="ms", hue="solver", ax=axes[0])
+    sns.barplot(data=long, x="matrix", y="ms", hue="solver", palette=colour, ax=axes[0])
     if "ceiling_ms" in df:  # levels x hop: the floor of a solve whose levels each wait one hop between blocks
         axes[0].scatter(range(len(df)), df["ceiling_ms"], marker="_", s=300, color="black", zorder=3,
                         label="levels x hop")
-        axes[0].legend(fontsize=7)
     axes[0].set(yscale="log", ylabel="solve time (ms)", xlabel="",
                 title="solve time (CUDA events, median; black: levels x hop)")
     speed = df.melt(id_vars="matrix", value_vars=[f"speedup_{s}" for s in solvers if s != "cusparse"],
                     var_name="solver", value_name="x")
     speed["solver"] = speed["solver"].str.removeprefix("speedup_")
-    sns.barplot(data=speed, x="matrix", y="x", hue="solver", ax=axes[1])
+    sns.barplot(data=speed, x="matrix", y="x", hue="solver", palette=colour, ax=axes[1])
     axes[1].axhline(1.0, color="black", lw=0.8, ls="--")
     axes[1].axhline(2.0, color="gray", lw=0.8, ls=":")
     axes[1].set(yscale="log", ylabel="speedup over cuSPARSE solve (x)", xlabel="",
                 title="solve speedup (dotted: 2x target)")
-    for s, marker in zip(solvers, "osD^v<>"):
-        axes[2].scatter(df[f"{s}_solve_ms"], df[f"{s}_analysis_ms"], label=s, marker=marker, s=20)
+    for i, s in enumerate(solvers):  # one marker per solver, however many there are
+        axes[2].scatter(df[f"{s}_solve_ms"], df[f"{s}_analysis_ms"], label=s, marker="osD^v<>phX*"[i % 11], s=20,
+                        color=colour[s])
     axes[2].set(xscale="log", yscale="log", xlabel="solve (ms)", ylabel="analysis (ms)",
                 title="analysis against solve, per matrix (levels: host wall clock)")
-    axes[2].legend(fontsize=7)
+    for ax in axes:  # beside the axes, where no bar hides behind it
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0))
     for ax in axes[:2]:
         ax.tick_params(axis="x", rotation=45, labelsize=7)
     return finish(fig, "SpTRSV on one GPU: cuSPARSE vs level-set and sync-free", run_record(run_dir), fontsize=9)
