@@ -134,3 +134,44 @@ def test_the_lock_keeps_pyprojects_pins():
                 f"tools/wheelhouse.txt: {name}=={version} is outside pyproject's {reqs[name]}"
     for name in ("pyamg", "pymetis", "mtkahypar"):
         assert f"{name}=={lock_pins(LOCK.read_text())[name]}" == str(reqs[name])
+
+
+def steps_selection() -> set[str]:
+    """What --steps keeps: the names of STEPS=(...) in tools/wheelhouse.sh."""
+    found = re.search(r"^STEPS=\(([^)]*)\)", SCRIPT.read_text(), re.M)
+    assert found, "no STEPS=(...) in tools/wheelhouse.sh"
+    return {canonicalize_name(n) for n in found.group(1).split()}
+
+
+def locked_closure(names: set[str], lock: set[str]) -> set[str]:
+    """names and, transitively, their requirements (as installed here) that the lock pins: what a
+    wheelhouse must hold for them to import on the GPU machine (whose image has the rest)."""
+    from importlib import metadata
+
+    todo, seen = [n for n in names if n in lock], set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for req in map(Requirement, requires):
+            dep = canonicalize_name(req.name)
+            if dep in lock and (req.marker is None or req.marker.evaluate({"extra": ""})):
+                todo.append(dep)
+    return seen
+
+
+def test_the_steps_selection_covers_the_gpu_steps_and_what_they_need(imports):
+    lock = set(lock_pins(LOCK.read_text()))
+    steps = steps_selection()
+    assert steps <= lock, f"STEPS names what the lock does not pin: {sorted(steps - lock)}"
+    missing = uncovered(imports, image_packages() | steps)
+    assert not missing, "--steps leaves out what the GPU steps import: " + "; ".join(missing)
+    needed = locked_closure(set(imports) & lock, lock)
+    assert {"antlr4-python3-runtime", "hydra-core"} <= needed  # hydra-core's own requirement counts
+    assert needed <= steps, f"--steps leaves out locked requirements: {sorted(needed - steps)}"
+    assert "snakemake" not in steps

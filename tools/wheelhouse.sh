@@ -2,12 +2,19 @@
 # Wheels of the Python packages that the GPU machine's image lacks, for air-gapped machines
 # (CPython 3.12, manylinux x86_64), then their total size.
 #
-#   tools/wheelhouse.sh [--dir DIR] [--with-mlflow] [--lean]   download the locked set into DIR (.whl/)
+#   tools/wheelhouse.sh [--dir DIR] [--with-mlflow] [--lean | --steps [--no-graphblas] [--skip A,B]]
+#                                                               download the locked set into DIR (.whl/)
 #   tools/wheelhouse.sh --relock                               recompute the lock (python3.12 + network)
 #
 # --lean leaves out pulp (16 MiB; Snakemake imports it only for its ILP scheduler and falls back to
 # the greedy one without it) and pysz (8.5 MiB; only comet/comet_sz3 needs it): for device calls
 # whose transfer is capped (tracked files + wheels + data <= 64 MiB).
+# --steps keeps only what the GPU steps import and what that needs (STEPS below: no Snakemake, so the
+# plans of tools/device_call.sh, which call `python -m repro.pipeline.run` directly), 27 MiB; with
+# --no-graphblas also without python-graphblas and its SuiteSparse build (18 MiB; only tsparse/spgemm's
+# CPU baseline imports it, and reports NaN with the reason when it is absent), 9 MiB; --skip drops
+# more by name (mtkahypar, 6 MiB: only gpucache/reorder): what leaves room for the CIFAR-10 shards
+# (18 MiB) beside the tracked files (about 36 MiB).
 #
 # The set is the dependency closure of ROOTS (below: the pipeline's own packages and what the GPU
 # steps import beyond the image) at the pins in containers/constraints.txt, minus the packages that
@@ -23,13 +30,19 @@ dir=.whl
 with_mlflow=0
 relock=0
 lean=0
+steps=0
+graphblas=1
+skip=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dir) dir="$2"; shift 2 ;;
     --with-mlflow) with_mlflow=1; shift ;;
     --relock) relock=1; shift ;;
     --lean) lean=1; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    --steps) steps=1; shift ;;
+    --no-graphblas) graphblas=0; shift ;;
+    --skip) skip="$2"; shift 2 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "wheelhouse.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -43,6 +56,11 @@ LOCK_MLFLOW=tools/wheelhouse-mlflow.txt
 # steps sptrsv/* (pyamg's matrices), gpucache/reorder (its partitions) and caramel/timelines (the
 # caramel package's SimPy model); python-graphblas: SuiteSparse:GraphBLAS, tsparse/spgemm's CPU baseline
 ROOTS=(snakemake hydra-core omegaconf pysz pyamg pymetis mtkahypar simpy python-graphblas)
+# --steps: the packages of ROOTS but Snakemake (and pysz, CPU-only) and their locked dependencies
+# (tests/test_wheelhouse.py checks that this covers the GPU steps' imports and their dependencies)
+STEPS=(hydra-core omegaconf antlr4-python3-runtime pyamg pymetis mtkahypar simpy python-graphblas
+       suitesparse-graphblas donfig cffi pycparser)
+GRAPHBLAS=(python-graphblas suitesparse-graphblas donfig cffi pycparser)
 # The GPU machine's Python is 3.12.3, Ubuntu 24.04's (glibc 2.39; glibc not read there): wheels
 # for manylinux up to 2_34 (cryptography's) are assumed to load.
 TARGET=(--python-version 3.12 --implementation cp
@@ -131,7 +149,10 @@ locks=("$LOCK")
 reqs() {  # reqs wheel|sdist: the selected lock lines of that kind, as name==version
   local kind="$1"
   grep -hv '^#' "${locks[@]}" | { if [[ $kind == sdist ]]; then grep '# sdist'; else grep -v '# sdist'; fi; } \
-    | sed 's/ *#.*//' | grep . | { if ((lean)); then grep -Ev '^(pulp|pysz)=='; else cat; fi; } || true
+    | sed 's/ *#.*//' | grep . | { if ((lean)); then grep -Ev '^(pulp|pysz)=='; else cat; fi; } \
+    | { if ((steps)); then grep -E "^($(IFS='|'; echo "${STEPS[*]}"))=="; else cat; fi; } \
+    | { if ((!graphblas)); then grep -Ev "^($(IFS='|'; echo "${GRAPHBLAS[*]}"))=="; else cat; fi; } \
+    | { if [[ -n $skip ]]; then grep -Ev "^(${skip//,/|})=="; else cat; fi; } || true
 }
 
 mkdir -p "$dir"
