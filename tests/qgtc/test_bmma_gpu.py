@@ -97,6 +97,26 @@ def test_the_layer_products_on_the_kernel_are_exact(kdir, monkeypatch, bits, dim
     assert torch.equal(ah, adj.cuda().double() @ qh.double())
 
 
+def _small_graph():
+    """A 90-node graph with self loops (dense 0/1), 1 / its degrees, and 20 features a node."""
+    from repro.papers.qgtc import layers
+
+    gen = torch.Generator().manual_seed(0)
+    a = (torch.rand(90, 90, generator=gen) < 0.1).float()
+    adj, deg_inv = layers.with_self_loops(torch.triu(a, 1) + torch.triu(a, 1).T)
+    return adj, deg_inv, torch.randn(90, 20, generator=gen)
+
+
+def _qgcn_on_both(cpu_backend: str, gpu_backend: str):
+    """(GPU output brought back, CPU output) of the same two-layer 2-bit QGCN on _small_graph."""
+    from repro.papers.qgtc import layers
+
+    adj, deg_inv, x = _small_graph()
+    cpu = layers.QGCN([20, 16, 5], 2, cpu_backend, seed=1)(adj, deg_inv, x)
+    gpu = layers.QGCN([20, 16, 5], 2, gpu_backend, seed=1).cuda()(adj.cuda(), deg_inv.cuda(), x.cuda())
+    return gpu.cpu(), cpu
+
+
 @pytest.mark.parametrize("grad", [False, True])
 def test_every_product_inside_the_qgcn_forward_is_exact(kdir, monkeypatch, grad):
     """Each integer product the two-layer QGCN's forward pass makes on the GPU (X W through int_matmul,
@@ -123,10 +143,7 @@ def test_every_product_inside_the_qgcn_forward_is_exact(kdir, monkeypatch, grad)
 
     monkeypatch.setattr(layers, "int_matmul", checked_int_matmul)
     monkeypatch.setattr(layers.Binary, "times", checked_times)
-    gen = torch.Generator().manual_seed(0)
-    a = (torch.rand(90, 90, generator=gen) < 0.1).float()
-    adj, deg_inv = layers.with_self_loops(torch.triu(a, 1) + torch.triu(a, 1).T)
-    x = torch.randn(90, 20, generator=gen)
+    adj, deg_inv, x = _small_graph()
     with torch.set_grad_enabled(grad):
         layers.QGCN([20, 16, 5], 2, "gpu", seed=1).cuda()(adj.cuda(), deg_inv.cuda(), x.cuda())
     assert len(seen) == 4
@@ -137,28 +154,12 @@ def test_the_qgcn_without_the_kernel_agrees_across_devices():
     """The same QGCN with the float64 "exact" product on the GPU and on the CPU: what the model does
     around its products (quantisation, recovery, scaling) is device-independent, so a mismatch of the
     kernel path against the twin that this test does not share lies in the kernel path."""
-    from repro.papers.qgtc import layers
-
-    gen = torch.Generator().manual_seed(0)
-    a = (torch.rand(90, 90, generator=gen) < 0.1).float()
-    adj, deg_inv = layers.with_self_loops(torch.triu(a, 1) + torch.triu(a, 1).T)
-    x = torch.randn(90, 20, generator=gen)
-    cpu = layers.QGCN([20, 16, 5], 2, "exact", seed=1)(adj, deg_inv, x)
-    gpu = layers.QGCN([20, 16, 5], 2, "exact", seed=1).cuda()(adj.cuda(), deg_inv.cuda(), x.cuda())
-    torch.testing.assert_close(gpu.cpu(), cpu, rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(*_qgcn_on_both("exact", "exact"), rtol=1e-3, atol=1e-3)
 
 
 def test_quantized_gcn_on_the_kernel_matches_the_twin(kdir, monkeypatch):
-    from repro.papers.qgtc import layers
-
     monkeypatch.setenv("REPRO_KERNELS_DIR", str(kdir))
-    gen = torch.Generator().manual_seed(0)
-    a = (torch.rand(90, 90, generator=gen) < 0.1).float()
-    adj, deg_inv = layers.with_self_loops(torch.triu(a, 1) + torch.triu(a, 1).T)
-    x = torch.randn(90, 20, generator=gen)
-    twin = layers.QGCN([20, 16, 5], 2, "twin", seed=1)(adj, deg_inv, x)
-    gpu = layers.QGCN([20, 16, 5], 2, "gpu", seed=1).cuda()(adj.cuda(), deg_inv.cuda(), x.cuda())
-    torch.testing.assert_close(gpu.cpu(), twin, rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(*_qgcn_on_both("twin", "gpu"), rtol=1e-3, atol=1e-3)
 
 
 def test_the_kernel_runs_on_torchs_current_stream(kdir):
