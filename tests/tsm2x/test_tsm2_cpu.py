@@ -438,21 +438,26 @@ class FakeCudaArray(FakeDeviceArray):
 
 @pytest.fixture
 def fake_gpu(monkeypatch):
-    """dispatch's GPU side replaced: a 50 MB L2, timers reading `times` by (regime, candidate), a passing
-    checker, and our kernel and the library's matmul recorded where they run."""
-    ran, times, bound = [], {}, []
+    """dispatch's GPU side replaced: a 50 MB L2, timers reading `times` by (regime, candidate) (the
+    re-timing reads `retimed` first), a passing checker, and our kernel and the library's matmul
+    recorded where they run; `tuned` lists the call paths timed (their out argument included)."""
+    ran, times, bound, retimed, tuned = [], {}, [], {}, []
 
     def fake_bind(kind, A, B, out, name, kernels_dir=None):
         bound.append(name)
         return lambda A2, B2, out2=None: ran.append(name) or out2
 
+    def fake_call_timers(kind, A, B, out, copies, kernels_dir, timing):
+        tuned.append((A, B, out))
+        timers = {r: functools.partial(lambda r, name: times[(r, name)], r) for r in REGIMES}
+        return timers, lambda names, r: {x: retimed.get((r, x), times[(r, x)]) for x in names}
+
     monkeypatch.setattr(tuner_mod, "l2_bytes", lambda device: 50 * MB)
-    monkeypatch.setattr(tuner_mod, "call_timers", lambda *a: {r: functools.partial(lambda r, name: times[(r, name)], r)
-                                                              for r in REGIMES})
+    monkeypatch.setattr(tuner_mod, "call_timers", fake_call_timers)
     monkeypatch.setattr(tuner_mod, "output_checker", lambda *a, **k: (lambda name: 0.0))
     monkeypatch.setattr(tuner_mod, "native_route", lambda A: lambda A, B, out: ran.append("native") or out)
     monkeypatch.setattr(tsm2, "bind", fake_bind)
-    return SimpleNamespace(ran=ran, times=times, bound=bound)
+    return SimpleNamespace(ran=ran, times=times, bound=bound, retimed=retimed, tuned=tuned)
 
 
 def test_dispatch_resolves_a_route_once_and_falls_back_to_the_callers_library(fake_gpu):
