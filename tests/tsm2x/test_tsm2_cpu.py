@@ -644,6 +644,18 @@ def test_decide_requires_the_margin_in_every_deciding_regime():
     assert decide(times, REGIMES, margin=0.05, only={"v"})[0] == "v"
 
 
+def test_the_guard_keeps_ours_from_losing_the_regime_that_does_not_decide():
+    # a 13 MB shape decides warm; ours wins warm by 10% but loses cold: the guard sends it to cuBLAS
+    times = {"warm": {"v": 90.0, "cublas_torch": 100.0}, "cold": {"v": 105.0, "cublas_torch": 100.0}}
+    assert decide(times, ("warm",), margin=0.05)[0] == "v"  # the paper benchmarks' and v2's rule
+    assert decide(times, ("warm",), margin=0.05, guard=("cold",))[0] == "cublas_torch"
+    times["cold"]["v"] = 100.0  # a tie in the guard regime passes
+    assert decide(times, ("warm",), margin=0.05, guard=("cold",))[0] == "v"
+    choice = Choice("k", times, {}, {}, ("warm",), 0.05, True)
+    assert choice.choice == "v" and Choice("k", dict(times, cold={"v": 101.0, "cublas_torch": 100.0}), {}, {},
+                                           ("warm",), 0.05, True).fallback
+
+
 def test_tuner_retimes_the_sweeps_winner_and_falls_back_when_it_was_luck(tmp_path):
     # the sweep's fastest variant was lucky (the minimum of ~70 noisy timings): re-timed against the
     # caller's own cuBLAS call it is 2% faster, under the 5% margin, so the caller's cuBLAS runs
@@ -780,7 +792,7 @@ def test_interleaved_times_alternates_the_paths(monkeypatch):
 def test_route_key_separates_what_a_route_depends_on():
     import torch
 
-    tuner_mod._bind_tensor_type()
+    tuner_mod._bind_array_types()
     A, B = torch.zeros(5, 7).T, torch.zeros(5, 3)
     key = tuner_mod.route_key("matmul", None, None, A, B, None)
     assert key == tuner_mod.route_key("matmul", None, None, torch.ones(5, 7).T, torch.ones(5, 3), None)
@@ -801,3 +813,17 @@ def test_summarize_dispatch_reads_the_cupy_callers_own_fallbacks():
     m = bench.summarize_dispatch(pd.DataFrame(rows))
     assert m["n_fallback"] == 1 and m["fallback_overhead_us_torch"] == pytest.approx(1.0)
     assert m["n_fallback_cupy"] == 2 and m["fallback_overhead_us_cupy"] == pytest.approx(25.0)
+
+
+def test_dispatch_guards_the_other_regime_unless_the_caller_names_one(fake_gpu, monkeypatch):
+    # 100003 x 333 fp32 (133 MB, past twice L2): cold decides; ours wins cold by 20% but loses warm
+    monkeypatch.setattr(tsm2, "empty_like_colmajor", lambda A, m, n: "C for the output check")
+    A, B = FakeCudaArray((100_003, 333), (1, 100_003)), FakeCudaArray((333, 8), (1, 333), ptr=1 << 34)
+    for name in (v.name for v in tsm2.candidates("r", "f32", 333, 8)):
+        fake_gpu.times[("warm", name)], fake_gpu.times[("cold", name)] = 110e-6, 80e-6
+    fake_gpu.times[("warm", "cublas_cupy")] = fake_gpu.times[("cold", "cublas_cupy")] = 100e-6
+    tuner = Tuner(None, "H100")
+    _, plain = tuner_mod.dispatch("r", A, B, tuner=tuner)
+    assert plain.regimes == ("cold",) and plain.fallback and plain.guard
+    _, hinted = tuner_mod.dispatch("r", A, B, tuner=tuner, expect="cold")  # the same times, no re-tuning
+    assert not hinted.fallback and not hinted.guard and len(fake_gpu.tuned) == 1

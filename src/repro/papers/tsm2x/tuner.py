@@ -27,8 +27,9 @@ dispatch tunes a shape per call path (call_path: the caller's library, B's layou
 allocated per call) and times exactly the call it will make (call_timers): the caller's own library
 call against our bound launch (tsm2.bind) on the caller's operands, out as given. Our most promising
 variants are then re-timed against that call with interleaved batches (Tuner.choose's `confirm`),
-and ours runs only where a re-timed variant beats it by DISPATCH_MARGIN in every deciding regime:
-under the tuner's own measurement a choice is never slower than the fallback. (The first H100
+and ours runs only where a re-timed variant beats it by DISPATCH_MARGIN in every deciding regime and,
+unless the caller named the regime (`expect`), is no slower than it in the other (the guard): under
+the tuner's own measurement a choice is never slower than the fallback, warm or cold. (The first H100
 measurement of dispatch v2 found our kernel chosen from a cheaper path than the caller's: C
 preallocated, against cuBLAS into a column-major C, and on another B layout.)
 
@@ -100,14 +101,15 @@ def deciding_regimes(nbytes: int, l2_bytes: int, expect: str | None = None) -> t
 
 
 def decide(times_us: Mapping[str, Mapping[str, float]], regimes: Sequence[str], margin: float = 0.0,
-           only: Sequence[str] | None = None) -> tuple[str, str | None, str]:
+           only: Sequence[str] | None = None, guard: Sequence[str] = ()) -> tuple[str, str | None, str]:
     """(choice, best_variant, best_cublas) from per-regime times (us) under the deciding regimes.
 
     A candidate's score is its largest ratio, over `regimes`, to the faster cuBLAS route of that
     regime (to 1 us where no cuBLAS route ran); only candidates timed in every regime count, and of
     ours only those in `only` where given (dispatch: the re-timed ones). Ours runs where its best
     score is below (1 - margin) times the best cuBLAS route's (a tie is not a win): at margin 0.05,
-    ours must be at least 5% faster than cuBLAS in every deciding regime.
+    ours must be at least 5% faster than cuBLAS in every deciding regime. In the `guard` regimes
+    (dispatch: the timed regimes that do not decide) ours must also be no slower than that route.
     """
     names = set.intersection(*(set(times_us.get(r, {})) for r in regimes))
     base = {r: min((times_us[r][c] for c in CUBLAS if c in times_us[r]), default=1.0) for r in regimes}
@@ -120,7 +122,9 @@ def decide(times_us: Mapping[str, Mapping[str, float]], regimes: Sequence[str], 
     best_variant = min(ours, key=score) if ours else None
     best_cublas = min(routes, key=score) if routes else CUBLAS[0]
     if best_variant is not None and (not routes or score(best_variant) < (1 - margin) * score(best_cublas)):
-        return best_variant, best_variant, best_cublas
+        guarded = [r for r in guard if best_variant in times_us.get(r, {}) and best_cublas in times_us[r]]
+        if all(times_us[r][best_variant] <= times_us[r][best_cublas] for r in guarded):
+            return best_variant, best_variant, best_cublas
     return best_cublas, best_variant, best_cublas
 
 
@@ -137,6 +141,7 @@ class Choice:
     confirmed: dict[str, list[str]] = field(default_factory=dict)
     regimes: tuple[str, ...] = ("cold",)
     margin: float = 0.0  # ours must beat cuBLAS by this fraction (decide)
+    guard: bool = False  # and be no slower than it in the timed regimes that do not decide
     choice: str = field(init=False)  # a variant name, or one of CUBLAS
     best_variant: str | None = field(init=False)  # our best-scoring variant (None if all failed)
     best_cublas: str = field(init=False)
@@ -146,7 +151,8 @@ class Choice:
         only = None
         if self.confirmed:  # a variant confirmed in every deciding regime
             only = set.intersection(*(set(self.confirmed.get(r, ())) for r in self.regimes))
-        self.choice, self.best_variant, self.best_cublas = decide(self.times_us, self.regimes, self.margin, only)
+        guard = [r for r in self.times_us if r not in self.regimes] if self.guard else ()
+        self.choice, self.best_variant, self.best_cublas = decide(self.times_us, self.regimes, self.margin, only, guard)
 
     @property
     def fallback(self) -> bool:
@@ -168,33 +174,34 @@ class Tuner:
         self.routes: dict[tuple, tuple[str, Choice | None]] = {}
 
     def lookup(self, kind: str, dtype: str, m: int, k: int, n: int,
-               regimes: Sequence[str] = ("cold",), path: str = "", margin: float = 0.0) -> Choice | None:
+               regimes: Sequence[str] = ("cold",), path: str = "", margin: float = 0.0,
+               guard: bool = False) -> Choice | None:
         """The cached verdict under `regimes` for the call `path` (shape_key), or None where any of
         them was not timed."""
         entry = self.cache.get(shape_key(kind, dtype, m, k, n, path))
         if entry is None or not all(r in entry["times_us"] for r in regimes):
             return None
-        return Choice(**entry, regimes=tuple(regimes), margin=margin)
+        return Choice(**entry, regimes=tuple(regimes), margin=margin, guard=guard)
 
     def choose(self, kind: str, dtype: str, m: int, k: int, n: int, timers: Mapping[str, Callable[[str], float]],
                check: Callable[[str], float] | None = None, tol: float | None = None,
                regimes: Sequence[str] = ("cold",), routes: Sequence[str] = CUBLAS, margin: float = 0.0,
                confirm: Callable[[Sequence[str], str], Mapping[str, float]] | None = None,
-               path: str = "") -> Choice:
+               path: str = "", guard: bool = False) -> Choice:
         """The cached verdict under `regimes`, or time every candidate with each timers[regime](name)
         -> seconds (every regime in `timers`, which must include `regimes`), cache the times and decide.
 
         check(name) -> relative max error of our variant `name` against cuBLAS on the same
         operands (see output_checker); a variant above `tol` (default check_tolerance(dtype, k))
         or with a non-finite error is recorded in errors and never timed nor chosen. `routes`: the
-        cuBLAS routes timed (dispatch: the caller's own). `margin`: see decide.
+        cuBLAS routes timed (dispatch: the caller's own). `margin`, `guard`: see decide and Choice.
 
         confirm(names, regime) -> {name: seconds}: where given, the sweep's most promising variants
         (the best two by score under `regimes`, and the best of each regime alone) are re-timed with
         the routes, interleaved, in every timed regime; those times replace the sweep's (whose
         minimum over many candidates is biased low by noise) and only those variants may be chosen.
         """
-        cached = self.lookup(kind, dtype, m, k, n, regimes, path, margin)
+        cached = self.lookup(kind, dtype, m, k, n, regimes, path, margin, guard)
         if cached is not None:
             return cached
         missing = [r for r in regimes if r not in timers]
@@ -232,7 +239,7 @@ class Tuner:
                     for name, t in confirm(names, r).items():
                         times[r][name] = t * 1e6
                     confirmed[r] = names
-        choice = Choice(key, times, errors, confirmed, tuple(regimes), margin)
+        choice = Choice(key, times, errors, confirmed, tuple(regimes), margin, guard)
         self.cache.put(key, choice.measured())
         return choice
 
@@ -491,27 +498,36 @@ def _meta(x: Any) -> tuple:
 
 def route_key(tag: Any, expect: str | None, kernels_dir: Path | None, A: Any, B: Any, out: Any) -> tuple:
     """The key of a call's route: `tag` and the hint, then _meta of A, B, out. Two plain torch tensors
-    and no out, the hot case of a torch caller, are read inline into one flat tuple (the same
-    fields; about half the host time of the general form, which the H100 host paid 1-2 us for)."""
-    if out is None and type(A) is _TENSOR and type(B) is _TENSOR:
-        return (tag, expect, kernels_dir, A.dtype, A.get_device(), A.shape, A.stride(),
-                B.dtype, B.get_device(), B.shape, B.stride())
+    or two CuPy arrays and no out, a caller's hot case, are read inline into one flat tuple (the
+    same fields; about half the host time of the general form, which the H100 host paid 1-2 us for)."""
+    if out is None:
+        kind = type(A)
+        if kind is _TENSOR and type(B) is _TENSOR:
+            return (tag, expect, kernels_dir, A.dtype, A.get_device(), A.shape, A.stride(),
+                    B.dtype, B.get_device(), B.shape, B.stride())
+        if kind is _NDARRAY and type(B) is _NDARRAY:
+            return (tag, expect, kernels_dir, A.dtype, A.data.device_id, A.shape, A.strides,
+                    B.dtype, B.data.device_id, B.shape, B.strides)
     return (tag, expect, kernels_dir, _meta(A), _meta(B), _meta(out))
 
 
-class _NoTensor:  # stands for torch.Tensor until torch is imported (no object has this type)
+class _Unbound:  # stands for torch.Tensor / cupy.ndarray until that library is imported (no object has this type)
     pass
 
 
-_TENSOR: type = _NoTensor
+_TENSOR: type = _Unbound
+_NDARRAY: type = _Unbound
 
 
-def _bind_tensor_type() -> None:
-    """Let route_key recognise torch tensors once torch is imported (no torch import here)."""
-    global _TENSOR
-    torch = sys.modules.get("torch")
+def _bind_array_types() -> None:
+    """Let route_key recognise torch tensors and CuPy arrays once their library is imported (no
+    import here)."""
+    global _TENSOR, _NDARRAY
+    torch, cupy = sys.modules.get("torch"), sys.modules.get("cupy")
     if torch is not None:
         _TENSOR = torch.Tensor
+    if cupy is not None and isinstance(getattr(cupy, "ndarray", None), type):
+        _NDARRAY = cupy.ndarray
 
 
 def call_path(prob: tsm2.Problem, lib: str, out_given: bool) -> str:
@@ -562,20 +578,23 @@ def _resolve(kind: str, A: Any, B: Any, out: Any, expect: str | None, tuner: Tun
              timing: dict) -> tuple[Callable[[Any, Any, Any], Any], Choice]:
     """The runner for this operand signature and the choice behind it, tuning the shape if new: for
     this call path (call_path), against the caller's own cuBLAS call, ours only where it beats that
-    call by DISPATCH_MARGIN in every deciding regime after re-timing."""
+    call by DISPATCH_MARGIN in every deciding regime after re-timing, and, without the caller's
+    `expect` hint, is no slower than it in the other regime (the guard)."""
     prob = tsm2.plan(kind, A, B, out)
     device = prob.a.device if prob.a.device is not None else sys.modules["torch"].cuda.current_device()
     nbytes = operand_bytes(prob)
     regimes = deciding_regimes(nbytes, l2_bytes(device), expect)
     lib = library(A)
     path = call_path(prob, lib, out is not None)
-    choice = tuner.lookup(kind, prob.dtype, prob.m, prob.k, prob.n, regimes, path, DISPATCH_MARGIN)
+    guard = expect is None  # a caller's hint names the regime its calls meet: the other one does not matter
+    choice = tuner.lookup(kind, prob.dtype, prob.m, prob.k, prob.n, regimes, path, DISPATCH_MARGIN, guard)
     if choice is None:
         C = out if out is not None else tsm2.empty_like_colmajor(A, prob.m, prob.n)
         timers, confirm = call_timers(kind, A, B, out, cold_copies(nbytes, l2_bytes(device)), kernels_dir, timing)
         check = output_checker(kind, A, B, C, kernels_dir)
         choice = tuner.choose(kind, prob.dtype, prob.m, prob.k, prob.n, timers, check=check, regimes=regimes,
-                              routes=(NATIVE[lib],), margin=DISPATCH_MARGIN, confirm=confirm, path=path)
+                              routes=(NATIVE[lib],), margin=DISPATCH_MARGIN, confirm=confirm, path=path,
+                              guard=guard)
     if choice.fallback:
         return native_route(A), choice
     return tsm2.bind(kind, A, B, out, choice.choice, kernels_dir), choice
@@ -591,7 +610,7 @@ def dispatch(kind: str, A: Any, B: Any, out: Any = None, *, tuner: Tuner, expect
     sig = route_key(kind, expect, kernels_dir, A, B, out)
     route = tuner.routes.get(sig)
     if route is None:
-        _bind_tensor_type()
+        _bind_array_types()
         route = tuner.routes[sig] = _resolve(kind, A, B, out, expect, tuner, kernels_dir, timing)
     run, choice = route
     return run(A, B, out), choice
@@ -630,7 +649,7 @@ def matmul(A: Any, B: Any, out: Any = None, *, expect: str | None = None, tuner:
     sig = route_key("matmul", expect, kernels_dir, A, B, out)
     route = tuner.routes.get(sig)
     if route is None:
-        _bind_tensor_type()
+        _bind_array_types()
         if expect not in (None, *REGIMES):  # a caller's mistake, not operands for the library's matmul
             raise ValueError(f"expect must be one of {REGIMES} or None, got {expect!r}")
         kind = "l" if A.shape[-1] <= tsm2.MAX_K_L else "r"
