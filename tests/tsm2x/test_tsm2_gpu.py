@@ -392,3 +392,16 @@ def test_bench_dispatch_end_to_end(tmp_path, kernels_dir):
     assert {"dispatch_min_vs_cublas_warm", "dispatch_min_vs_cublas_cold", "dispatch_geomean_vs_cublas_warm",
             "n_points", "n_fallback"} <= set(res.metrics)
     assert res.artifacts["tuning"].exists()
+
+
+def test_cold_copies_keep_the_callers_strides():
+    """The cold timing rotates over copies laid out as the caller's operands: a CuPy B[:, ::2] stays strided."""
+    from repro.papers.tsm2x.tuner import copy_like
+
+    B = torch.randn(333, 12, device="cuda")[:, ::2]
+    for x in (B, cupy.from_dlpack(B), cupy.from_dlpack(colmajor(500, 7, torch.float64, ld=512))):
+        y = copy_like(x)
+        assert type(y) is type(x) and y.shape == x.shape
+        assert (y.stride() if isinstance(y, torch.Tensor) else y.strides) == \
+            (x.stride() if isinstance(x, torch.Tensor) else x.strides)
+        assert torch.equal(torch.from_dlpack(y), torch.from_dlpack(x))

@@ -447,16 +447,16 @@ def interleaved_times(paths: Mapping[str, Sequence[Callable[[], Any]]], rounds: 
 
 
 def copy_like(x: Any) -> Any:
-    """A copy of a torch tensor or CuPy array with the same strides (padding included for torch)."""
+    """A copy of a torch tensor or CuPy array with the same strides (padding included)."""
     import torch
 
     if isinstance(x, torch.Tensor):
         return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device).copy_(x)
     import cupy
 
-    y = cupy.empty_like(x)  # order K: a column-major x gives a column-major copy
-    y[...] = x
-    return y
+    # through torch, whose empty_strided keeps any strides (cupy.empty_like(order="K") would make a
+    # strided B[:, ::2] contiguous, and the cold timing would meet another B layout than the caller's)
+    return cupy.from_dlpack(copy_like(torch.from_dlpack(x)))
 
 
 def cold_copies(nbytes: int, l2: int, max_copies: int = 64) -> int:
