@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import operator
 import re
 import subprocess
 import sys
@@ -455,7 +456,8 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(tuner_mod, "l2_bytes", lambda device: 50 * MB)
     monkeypatch.setattr(tuner_mod, "call_timers", fake_call_timers)
     monkeypatch.setattr(tuner_mod, "output_checker", lambda *a, **k: (lambda name: 0.0))
-    monkeypatch.setattr(tuner_mod, "native_route", lambda A: lambda A, B, out: ran.append("native") or out)
+    monkeypatch.setattr(tuner_mod, "native_route",
+                        lambda A, out_given=True: lambda A, B, out=None: ran.append("native") or out)
     monkeypatch.setattr(tsm2, "bind", fake_bind)
     return SimpleNamespace(ran=ran, times=times, bound=bound, retimed=retimed, tuned=tuned)
 
@@ -778,6 +780,8 @@ def test_cupy_fallback_is_the_at_routine_not_the_gufunc(monkeypatch):
     route = tuner_mod.native_route(Arr())
     assert route(Arr(), Arr(), None) == "C" and route(Arr(), Arr(), "out") == "out"
     assert calls == ["@", "core"]
+    assert tuner_mod.native_route(Arr(), out_given=False)(Arr(), Arr()) == "C"  # the operator itself
+    assert tuner_mod.native_route(Arr(), out_given=False) is operator.matmul
 
 
 def test_interleaved_times_alternates_the_paths(monkeypatch):

@@ -54,6 +54,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import operator
 import statistics
 import sys
 from dataclasses import dataclass, field
@@ -470,14 +471,20 @@ def library(A: Any) -> str:
     return "torch" if torch is not None and isinstance(A, torch.Tensor) else "cupy"
 
 
-def native_route(A: Any) -> Callable[[Any, Any, Any], Any]:
+def native_route(A: Any, out_given: bool = True) -> Callable[..., Any]:
     """route(A, B, out) -> A @ B by the library of A: the fastest cuBLAS path for the caller's arrays,
     with no conversion; C is `out` if given, else what the library returns. torch: torch.mm. CuPy:
     the `@` operator's own routine (cupy._core.matmul), not the cupy.matmul gufunc, whose Python
-    wrapper (signature parsing, axes, casting) cost 12-45 us a call on the H100 host."""
+    wrapper (signature parsing, axes, casting) cost 12-45 us a call on the H100 host.
+    out_given=False: route(A, B), the library's own function (torch.mm, operator.matmul), no
+    wrapper of ours between the caller and cuBLAS."""
     if library(A) == "torch":
         mm = sys.modules["torch"].mm
+        if not out_given:
+            return mm
         return lambda A, B, out: mm(A, B) if out is None else mm(A, B, out=out)
+    if not out_given:
+        return operator.matmul
     import cupy
 
     core_mm = getattr(getattr(cupy, "_core", None), "matmul", None)
@@ -557,11 +564,14 @@ def call_timers(kind: str, A: Any, B: Any, out: Any, copies: int, kernels_dir: P
     sets = [(A, B, out)] + [tuple(None if x is None else copy_like(x) for x in (A, B, out))
                             for _ in range(copies - 1)]
 
+    given = out is not None
+    args = (lambda ops: ops) if given else (lambda ops: ops[:2])  # called as dispatch will call them
+
     def runs(name: str, operands) -> list[Callable[[], Any]]:
         if name in CUBLAS:
-            route = native_route(A)
-            return [functools.partial(route, *ops) for ops in operands]
-        return [functools.partial(tsm2.bind(kind, *ops, name, kernels_dir), *ops) for ops in operands]
+            route = native_route(A, given)
+            return [functools.partial(route, *args(ops)) for ops in operands]
+        return [functools.partial(tsm2.bind(kind, *ops, name, kernels_dir), *args(ops)) for ops in operands]
 
     regime_sets = {"warm": sets[:1], "cold": sets}
 
@@ -575,8 +585,8 @@ def call_timers(kind: str, A: Any, B: Any, out: Any, copies: int, kernels_dir: P
 
 
 def _resolve(kind: str, A: Any, B: Any, out: Any, expect: str | None, tuner: Tuner, kernels_dir: Path | None,
-             timing: dict) -> tuple[Callable[[Any, Any, Any], Any], Choice]:
-    """The runner for this operand signature and the choice behind it, tuning the shape if new: for
+             timing: dict) -> tuple[Callable[..., Any], Choice]:
+    """The runner for this operand signature (called run(A, B) where out is None, else run(A, B, out)) and the choice behind it, tuning the shape if new: for
     this call path (call_path), against the caller's own cuBLAS call, ours only where it beats that
     call by DISPATCH_MARGIN in every deciding regime after re-timing, and, without the caller's
     `expect` hint, is no slower than it in the other regime (the guard)."""
@@ -596,7 +606,7 @@ def _resolve(kind: str, A: Any, B: Any, out: Any, expect: str | None, tuner: Tun
                               routes=(NATIVE[lib],), margin=DISPATCH_MARGIN, confirm=confirm, path=path,
                               guard=guard)
     if choice.fallback:
-        return native_route(A), choice
+        return native_route(A, out is not None), choice
     return tsm2.bind(kind, A, B, out, choice.choice, kernels_dir), choice
 
 
@@ -613,7 +623,7 @@ def dispatch(kind: str, A: Any, B: Any, out: Any = None, *, tuner: Tuner, expect
         _bind_array_types()
         route = tuner.routes[sig] = _resolve(kind, A, B, out, expect, tuner, kernels_dir, timing)
     run, choice = route
-    return run(A, B, out), choice
+    return (run(A, B) if out is None else run(A, B, out)), choice
 
 
 _DEFAULT_TUNERS: dict[int, Tuner] = {}
@@ -657,6 +667,7 @@ def matmul(A: Any, B: Any, out: Any = None, *, expect: str | None = None, tuner:
             route = _resolve(kind, A, B, out, expect, tuner, kernels_dir, {})
         except ValueError as exc:  # operands our kernels do not take: the library's own matmul
             log.info("tsm2x.matmul: cuBLAS for %s: %s", (_meta(A), _meta(B), _meta(out)), exc)
-            route = (native_route(A), None)
+            route = (native_route(A, out is not None), None)
         tuner.routes[sig] = route
-    return route[0](A, B, out)
+    run = route[0]
+    return run(A, B) if out is None else run(A, B, out)
