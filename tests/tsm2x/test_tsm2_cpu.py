@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import operator
 import re
 import subprocess
 import sys
@@ -438,21 +439,27 @@ class FakeCudaArray(FakeDeviceArray):
 
 @pytest.fixture
 def fake_gpu(monkeypatch):
-    """dispatch's GPU side replaced: a 50 MB L2, timers reading `times` by (regime, candidate), a passing
-    checker, and our kernel and the library's matmul recorded where they run."""
-    ran, times, bound = [], {}, []
+    """dispatch's GPU side replaced: a 50 MB L2, timers reading `times` by (regime, candidate) (the
+    re-timing reads `retimed` first), a passing checker, and our kernel and the library's matmul
+    recorded where they run; `tuned` lists the call paths timed (their out argument included)."""
+    ran, times, bound, retimed, tuned = [], {}, [], {}, []
 
     def fake_bind(kind, A, B, out, name, kernels_dir=None):
         bound.append(name)
         return lambda A2, B2, out2=None: ran.append(name) or out2
 
+    def fake_call_timers(kind, A, B, out, copies, kernels_dir, timing):
+        tuned.append((A, B, out))
+        timers = {r: functools.partial(lambda r, name: times[(r, name)], r) for r in REGIMES}
+        return timers, lambda names, r: {x: retimed.get((r, x), times[(r, x)]) for x in names}
+
     monkeypatch.setattr(tuner_mod, "l2_bytes", lambda device: 50 * MB)
-    monkeypatch.setattr(tuner_mod, "call_timers", lambda *a: {r: functools.partial(lambda r, name: times[(r, name)], r)
-                                                              for r in REGIMES})
+    monkeypatch.setattr(tuner_mod, "call_timers", fake_call_timers)
     monkeypatch.setattr(tuner_mod, "output_checker", lambda *a, **k: (lambda name: 0.0))
-    monkeypatch.setattr(tuner_mod, "native_route", lambda A: lambda A, B, out: ran.append("native") or out)
+    monkeypatch.setattr(tuner_mod, "native_route",
+                        lambda A, out_given=True: lambda A, B, out=None: ran.append("native") or out)
     monkeypatch.setattr(tsm2, "bind", fake_bind)
-    return SimpleNamespace(ran=ran, times=times, bound=bound)
+    return SimpleNamespace(ran=ran, times=times, bound=bound, retimed=retimed, tuned=tuned)
 
 
 def test_dispatch_resolves_a_route_once_and_falls_back_to_the_callers_library(fake_gpu):
@@ -621,3 +628,206 @@ def test_summarize_dispatch_takes_the_worst_caller_and_regime():
     assert m["dispatch_geomean_vs_cublas_warm"] == pytest.approx(math.exp(np.log(both).mean()))
     assert m["n_fallback"] == 2 and m["fallback_overhead_us_torch"] == pytest.approx(2.0)
     assert m["fallback_overhead_us_cupy"] == pytest.approx(3.0)
+
+
+# ---- dispatch v3 (issue 53): the call path timed as made, the margin, the re-timing -----------------
+
+
+def test_decide_requires_the_margin_in_every_deciding_regime():
+    times = {"warm": {"v": 95.5, "cublas_torch": 100.0}, "cold": {"v": 80.0, "cublas_torch": 100.0}}
+    assert decide(times, ("cold",), margin=0.05)[0] == "v"  # 20% faster
+    assert decide(times, REGIMES, margin=0.05)[0] == "cublas_torch"  # only 4.5% faster warm
+    assert decide(times, REGIMES)[0] == "v"  # the paper benchmarks' rule: any win
+    times["warm"]["v"] = 94.0
+    assert decide(times, REGIMES, margin=0.05)[0] == "v"
+    # only the re-timed variants may be chosen where the re-timing is given
+    times["cold"]["w"], times["warm"]["w"] = 10.0, 10.0
+    assert decide(times, REGIMES, margin=0.05)[0] == "w"
+    assert decide(times, REGIMES, margin=0.05, only={"v"})[0] == "v"
+
+
+def test_the_guard_keeps_ours_from_losing_the_regime_that_does_not_decide():
+    # a 13 MB shape decides warm; ours wins warm by 10% but loses cold: the guard sends it to cuBLAS
+    times = {"warm": {"v": 90.0, "cublas_torch": 100.0}, "cold": {"v": 105.0, "cublas_torch": 100.0}}
+    assert decide(times, ("warm",), margin=0.05)[0] == "v"  # the paper benchmarks' and v2's rule
+    assert decide(times, ("warm",), margin=0.05, guard=("cold",))[0] == "cublas_torch"
+    times["cold"]["v"] = 100.0  # a tie in the guard regime passes
+    assert decide(times, ("warm",), margin=0.05, guard=("cold",))[0] == "v"
+    choice = Choice("k", times, {}, {}, ("warm",), 0.05, True)
+    assert choice.choice == "v" and Choice("k", dict(times, cold={"v": 101.0, "cublas_torch": 100.0}), {}, {},
+                                           ("warm",), 0.05, True).fallback
+
+
+def test_tuner_retimes_the_sweeps_winner_and_falls_back_when_it_was_luck(tmp_path):
+    # the sweep's fastest variant was lucky (the minimum of ~70 noisy timings): re-timed against the
+    # caller's own cuBLAS call it is 2% faster, under the 5% margin, so the caller's cuBLAS runs
+    names = [v.name for v in tsm2.candidates("r", "f32", 1037, 3)]
+    lucky, second = names[0], names[1]
+    sweep = {lucky: 20e-6, second: 24e-6, "cublas_torch": 30e-6}
+    timers = {r: FakeTimer(sweep, default=1e-3) for r in REGIMES}
+    retimed = {lucky: 29.4e-6, second: 31e-6, "cublas_torch": 30e-6}
+    asked = []
+
+    def confirm(names_, regime):
+        asked.append((tuple(names_), regime))
+        return {x: retimed.get(x, 1e-3) for x in names_}
+
+    cache = tmp_path / "t.json"
+    choice = Tuner(cache, "H100").choose("r", "f32", 10_000, 1037, 3, timers, regimes=REGIMES,
+                                         routes=("cublas_torch",), margin=0.05, confirm=confirm,
+                                         path="torch/bcol/new")
+    assert set(timers["warm"].calls) == set(names) | {"cublas_torch"}  # the caller's route only
+    assert choice.fallback and choice.choice == "cublas_torch"
+    assert {r for _, r in asked} == set(REGIMES)
+    assert all(n[:2] == (lucky, second) and n[-1] == "cublas_torch" for n, _ in asked)
+    assert choice.times_us["cold"][lucky] == pytest.approx(29.4) and set(choice.confirmed["cold"]) >= {lucky, second}
+    stored = json.loads(cache.read_text())["gpus"]["H100"]
+    assert list(stored) == ["tsm2r/f32/m10000/k1037/n3/torch/bcol/new"]  # keyed by call path
+    again = Tuner(cache, "H100").lookup("r", "f32", 10_000, 1037, 3, REGIMES, "torch/bcol/new", 0.05)
+    assert again == choice
+    assert Tuner(cache, "H100").lookup("r", "f32", 10_000, 1037, 3, REGIMES) is None  # the benchmarks' key
+    # re-timed at 10% faster in both regimes: ours
+    retimed[lucky] = 27e-6
+    won = Tuner(None, "H100").choose("r", "f32", 10_000, 1037, 3, timers, regimes=REGIMES,
+                                     routes=("cublas_torch",), margin=0.05, confirm=confirm)
+    assert won.choice == lucky and won.times_us["warm"][lucky] < 0.95 * won.times_us["warm"]["cublas_torch"]
+
+
+def test_an_unconfirmed_variant_is_never_chosen():
+    times = {"warm": {"a": 50.0, "b": 60.0, "c": 70.0, "cublas_torch": 100.0},
+             "cold": {"a": 50.0, "b": 60.0, "c": 70.0, "cublas_torch": 100.0}}
+    assert tuner_mod.promising_variants(times, REGIMES) == ["a", "b"]
+    times["cold"]["c"] = 40.0  # the best cold alone joins
+    assert tuner_mod.promising_variants(times, ("warm",)) == ["a", "b", "c"]
+    choice = Choice("k", times, {}, {"warm": ["b", "cublas_torch"], "cold": ["b", "cublas_torch"]}, REGIMES, 0.05)
+    assert choice.choice == "b"  # a and c were faster in the sweep but not re-timed
+
+
+@pytest.mark.parametrize("b_strides, out, path", [
+    ((1, 1037), None, "cupy/bcol/new"),
+    ((3, 1), None, "cupy/brow/new"),
+    ((6, 2), None, "cupy/bstrided/new"),      # B[:, ::2] of a row-major k x 2n
+    ((1, 1037), "given", "cupy/bcol/out"),
+])
+def test_call_path_names_library_b_layout_and_out(b_strides, out, path):
+    A, B = colmajor(10_000, 1037), FakeDeviceArray((1037, 3), b_strides, ptr=1 << 34)
+    C = colmajor(10_000, 3, ptr=1 << 36) if out else None
+    prob = tsm2.plan("r", A, B, C)
+    assert tuner_mod.call_path(prob, tuner_mod.library(A), C is not None) == path
+
+
+def test_dispatch_tunes_each_call_path_against_the_callers_own_cublas(fake_gpu, monkeypatch):
+    monkeypatch.setattr(tsm2, "empty_like_colmajor", lambda A, m, n: "C for the output check")
+    # the v2 fault: a variant chosen from a sweep on another B layout, against a cuBLAS route the caller
+    # does not take. Now each (library, B layout, out) is tuned on its own, against the caller's route
+    A = FakeCudaArray((10_000, 1037), (1, 10_000))
+    B_col, B_str = FakeCudaArray((1037, 3), (1, 1037), ptr=1 << 34), FakeCudaArray((1037, 3), (6, 2), ptr=1 << 34)
+    names = [v.name for v in tsm2.candidates("r", "f32", 1037, 3)]
+    for name in names:
+        fake_gpu.times[("warm", name)] = fake_gpu.times[("cold", name)] = 50e-6
+    fake_gpu.times[("warm", "cublas_cupy")] = fake_gpu.times[("cold", "cublas_cupy")] = 60e-6  # the caller's
+    tuner = Tuner(None, "H100")
+    _, col = tuner_mod.dispatch("r", A, B_col, tuner=tuner)
+    assert not col.fallback and col.choice in names and col.key.endswith("/cupy/bcol/new")
+    assert set(col.times_us["warm"]) == set(names) | {"cublas_cupy"}  # no cross-library route
+    # the strided B re-times: there, re-timed against the caller's cuBLAS, ours wins by 3% only
+    for name in names:
+        fake_gpu.retimed[("warm", name)] = fake_gpu.retimed[("cold", name)] = 58.2e-6
+    _, strided = tuner_mod.dispatch("r", A, B_str, tuner=tuner)
+    assert strided.fallback and strided.key.endswith("/cupy/bstrided/new") and len(fake_gpu.tuned) == 2
+    assert fake_gpu.tuned[1] == (A, B_str, None)  # timed with out as the caller gives it: allocated per call
+    assert fake_gpu.ran == [col.choice, "native"]
+
+
+def test_launch_flags_match_the_alignment_rules():
+    # the bound launch's precomputed flags agree with Problem.vec_ok and c_vector_stores
+    for m, ld in ((10_000, 10_000), (10_001, 10_001), (10_001, 10_004)):
+        A, B = colmajor(m, 300, ld=ld), colmajor(300, 3, ptr=1 << 34)
+        C = colmajor(m, 3, ptr=1 << 36, ld=ld)
+        prob = tsm2.plan("r", A, B, C)
+        for variant in tsm2.candidates("r", "f32", 300, 3)[::5]:
+            flags = tsm2.launch_flags(prob, variant)
+            for pa in (1 << 30, (1 << 30) + 4, (1 << 30) + 8):
+                for pc in (1 << 36, (1 << 36) + 4, (1 << 36) + 16):
+                    expect = (int(prob.vec_ok(prob.a, prob.lda, variant.vec, pa)),
+                              int(tsm2.c_vector_stores(prob, variant, pc)))
+                    assert flags(pa, pc) == expect, (m, ld, variant.name, pa, pc)
+
+
+def test_pointer_getter_reads_cupy_pointers_without_the_interface_dict():
+    class NoInterface:
+        data = SimpleNamespace(ptr=1234)
+
+        @property
+        def __cuda_array_interface__(self):
+            raise AssertionError("built the interface dict")
+
+    assert tsm2.pointer_getter("cupy")(NoInterface()) == 1234
+    assert tsm2.pointer_getter("cai")(FakeDeviceArray((2, 2), ptr=99)) == 99
+
+
+def test_cupy_fallback_is_the_at_routine_not_the_gufunc(monkeypatch):
+    calls = []
+
+    class Arr:
+        def __matmul__(self, other):
+            calls.append("@")
+            return "C"
+
+    fake = SimpleNamespace(_core=SimpleNamespace(matmul=lambda a, b, out: calls.append("core") or out),
+                           matmul=lambda *a, **k: pytest.fail("the cupy.matmul gufunc ran"))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    route = tuner_mod.native_route(Arr())
+    assert route(Arr(), Arr(), None) == "C" and route(Arr(), Arr(), "out") == "out"
+    assert calls == ["@", "core"]
+    assert tuner_mod.native_route(Arr(), out_given=False)(Arr(), Arr()) == "C"  # the operator itself
+    assert tuner_mod.native_route(Arr(), out_given=False) is operator.matmul
+
+
+def test_interleaved_times_alternates_the_paths(monkeypatch):
+    order = []
+    per = {"a": iter([3.0, 1.0, 2.0]), "b": iter([5.0, 4.0, 9.0])}
+    monkeypatch.setattr(tuner_mod, "_batch_reps", lambda calls, warmup, target_s, max_calls: 10)
+    monkeypatch.setattr(tuner_mod, "_per_call", lambda calls, reps: order.append(calls[0]) or next(per[calls[0]]))
+    got = tuner_mod.interleaved_times({"a": ["a"], "b": ["b"]}, rounds=3)
+    assert order == ["a", "b"] * 3 and got == {"a": 2.0, "b": 5.0}
+
+
+def test_route_key_separates_what_a_route_depends_on():
+    import torch
+
+    tuner_mod._bind_array_types()
+    A, B = torch.zeros(5, 7).T, torch.zeros(5, 3)
+    key = tuner_mod.route_key("matmul", None, None, A, B, None)
+    assert key == tuner_mod.route_key("matmul", None, None, torch.ones(5, 7).T, torch.ones(5, 3), None)
+    for A2, B2 in ((A, B.double()), (A, torch.zeros(3, 5).T), (A.contiguous(), B), (torch.zeros(7, 6).T, B)):
+        assert tuner_mod.route_key("matmul", None, None, A2, B2, None) != key
+    assert tuner_mod.route_key("matmul", "cold", None, A, B, None) != key
+    assert tuner_mod.route_key("matmul", None, None, A, B, torch.zeros(7, 3)) != key
+
+
+def test_summarize_dispatch_reads_the_cupy_callers_own_fallbacks():
+    rows = []
+    for i, (fb, fb_cupy) in enumerate(((True, False), (False, True), (False, True))):
+        row = dict(fallback=fb, fallback_cupy=fb_cupy, ok=True, failed_candidates=0)
+        for regime in REGIMES:
+            row |= {f"ratio_torch_{regime}": 1.0, f"ratio_cupy_own_{regime}": 1.0, f"ratio_{regime}": 1.0,
+                    f"overhead_torch_{regime}_us": 1.0 + i, f"overhead_cupy_{regime}_us": 10.0 * (i + 1)}
+        rows.append(row)
+    m = bench.summarize_dispatch(pd.DataFrame(rows))
+    assert m["n_fallback"] == 1 and m["fallback_overhead_us_torch"] == pytest.approx(1.0)
+    assert m["n_fallback_cupy"] == 2 and m["fallback_overhead_us_cupy"] == pytest.approx(25.0)
+
+
+def test_dispatch_guards_the_other_regime_unless_the_caller_names_one(fake_gpu, monkeypatch):
+    # 100003 x 333 fp32 (133 MB, past twice L2): cold decides; ours wins cold by 20% but loses warm
+    monkeypatch.setattr(tsm2, "empty_like_colmajor", lambda A, m, n: "C for the output check")
+    A, B = FakeCudaArray((100_003, 333), (1, 100_003)), FakeCudaArray((333, 8), (1, 333), ptr=1 << 34)
+    for name in (v.name for v in tsm2.candidates("r", "f32", 333, 8)):
+        fake_gpu.times[("warm", name)], fake_gpu.times[("cold", name)] = 110e-6, 80e-6
+    fake_gpu.times[("warm", "cublas_cupy")] = fake_gpu.times[("cold", "cublas_cupy")] = 100e-6
+    tuner = Tuner(None, "H100")
+    _, plain = tuner_mod.dispatch("r", A, B, tuner=tuner)
+    assert plain.regimes == ("cold",) and plain.fallback and plain.guard
+    _, hinted = tuner_mod.dispatch("r", A, B, tuner=tuner, expect="cold")  # the same times, no re-tuning
+    assert not hinted.fallback and not hinted.guard and len(fake_gpu.tuned) == 1

@@ -18,7 +18,8 @@ cupy = pytest.importorskip("cupy")
 
 from repro.experiment import Context  # noqa: E402
 from repro.papers.tsm2x import experiment as bench, figures, tsm2  # noqa: E402
-from repro.papers.tsm2x.tuner import CUBLAS, REGIMES, Tuner, cublas_call, dispatch, gpu_name, matmul  # noqa: E402
+from repro.papers.tsm2x.tuner import (  # noqa: E402
+    CUBLAS, DISPATCH_MARGIN, REGIMES, Tuner, cublas_call, dispatch, gpu_name, matmul, native_route)
 from conftest import built_kernels  # noqa: E402
 
 pytestmark = pytest.mark.gpu
@@ -269,22 +270,45 @@ def test_dispatch_tunes_caches_and_falls_back(tmp_path, kernels_dir):
     C, choice = dispatch("r", A, B, tuner=tuner, kernels_dir=kernels_dir, batches=2, target_s=1e-3)
     assert_product(C, A, B)
     assert choice.best_variant and set(choice.times_us) == set(REGIMES)
-    assert all(len(t) == len(tsm2.candidates("r", "f32", 1280, 4)) + 2 for t in choice.times_us.values())
+    # every variant and the caller's own cuBLAS call (torch.mm), on the caller's call path
+    assert all(set(t) == {v.name for v in tsm2.candidates("r", "f32", 1280, 4)} | {"cublas_torch"}
+               for t in choice.times_us.values())
     assert not choice.errors, choice.errors  # every variant launches (cluster variants included)
-    assert Tuner(tmp_path / "tuning.json", gpu_name()).lookup("r", "f32", 10240, 1280, 4, choice.regimes) == choice
+    assert set(choice.confirmed) == set(REGIMES) and "cublas_torch" in choice.confirmed["warm"]
+    if not choice.fallback:  # never slower than the fallback under the tuner's own (re-timed) measurement
+        assert all(choice.times_us[r][choice.choice] < (1 - DISPATCH_MARGIN) * choice.times_us[r]["cublas_torch"]
+                   for r in choice.regimes)
+        assert all(choice.times_us[r][choice.choice] <= choice.times_us[r]["cublas_torch"] for r in REGIMES)
+    assert Tuner(tmp_path / "tuning.json", gpu_name()).lookup(
+        "r", "f32", 10240, 1280, 4, choice.regimes, "torch/bcol/new", DISPATCH_MARGIN, guard=True) == choice
     again, same = dispatch("r", A, B, tuner=tuner, kernels_dir=kernels_dir)  # the cached route
     assert same is choice
     assert_product(again, A, B)
     # a cached cuBLAS verdict is honoured: the operands' own library computes the product into out
     forced = Tuner(None, gpu_name())
-    fake = {r: (lambda name: 1e-6 if name == "cublas_cupy" else 1e-3) for r in REGIMES}
-    forced.choose("l", "f64", 3333, 3, 3, fake, regimes=REGIMES)
+    fake = {r: (lambda name: 1e-6 if name == "cublas_torch" else 1e-3) for r in REGIMES}
+    forced.choose("l", "f64", 3333, 3, 3, fake, regimes=REGIMES, routes=("cublas_torch",), path="torch/bcol/out")
     A2, B2 = colmajor(3333, 3, torch.float64), colmajor(3, 3, torch.float64)
     out = poisoned(3333, 3, torch.float64)
     C2, choice2 = dispatch("l", A2, B2, out, tuner=forced, kernels_dir=kernels_dir)
     torch.cuda.synchronize()
-    assert C2 is out and choice2.fallback and choice2.choice == "cublas_cupy"
+    assert C2 is out and choice2.fallback and choice2.choice == "cublas_torch"
     assert_product(out, A2, B2)
+
+
+@pytest.mark.parametrize("order", ["F", "C"])
+def test_cupy_native_route_with_and_without_out(order):
+    """A CuPy caller's fallback (the @ routine, out through cupy._core.matmul) computes the product."""
+    A, B = colmajor(4001, 37, torch.float32), colmajor(37, 5, torch.float32)
+    cA, cB = cupy.from_dlpack(A), cupy.from_dlpack(B)
+    route = native_route(cA)
+    C = route(cA, cB, None)
+    assert isinstance(C, cupy.ndarray)
+    out = cupy.full((4001, 5), cupy.nan, dtype=cupy.float32, order=order)
+    assert route(cA, cB, out) is out
+    torch.cuda.synchronize()
+    assert_product(torch.from_dlpack(C), A, B)
+    assert_product(torch.from_dlpack(out), A, B)
 
 
 def test_matmul_is_right_for_any_operands(tmp_path, kernels_dir):
@@ -368,3 +392,16 @@ def test_bench_dispatch_end_to_end(tmp_path, kernels_dir):
     assert {"dispatch_min_vs_cublas_warm", "dispatch_min_vs_cublas_cold", "dispatch_geomean_vs_cublas_warm",
             "n_points", "n_fallback"} <= set(res.metrics)
     assert res.artifacts["tuning"].exists()
+
+
+def test_cold_copies_keep_the_callers_strides():
+    """The cold timing rotates over copies laid out as the caller's operands: a CuPy B[:, ::2] stays strided."""
+    from repro.papers.tsm2x.tuner import copy_like
+
+    B = torch.randn(333, 12, device="cuda")[:, ::2]
+    for x in (B, cupy.from_dlpack(B), cupy.from_dlpack(colmajor(500, 7, torch.float64, ld=512))):
+        y = copy_like(x)
+        assert type(y) is type(x) and y.shape == x.shape
+        assert (y.stride() if isinstance(y, torch.Tensor) else y.strides) == \
+            (x.stride() if isinstance(x, torch.Tensor) else x.strides)
+        assert torch.equal(torch.from_dlpack(y), torch.from_dlpack(x))

@@ -76,7 +76,8 @@ def launch_stream(torch_operands: bool, device: int):
         return cupy.cuda.get_current_stream()
     import torch
 
-    handle = torch.cuda.current_stream(device).cuda_stream
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # the handle without a Stream object
+    handle = raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
     if handle == 0:  # the legacy default stream, as CuPy's own default
         return cupy.cuda.Stream.null
     if (handle, device) not in _STREAMS:

@@ -33,8 +33,10 @@ torch, cupy, dispatch_torch, dispatch_cupy and t_cublas (the faster bare library
 ratio_cupy_* = t_cublas / that caller's dispatch; ratio_cupy_own_* = CuPy's bare call / a CuPy
 caller's dispatch; ratio_* = the worse of ratio_torch_* and ratio_cupy_own_* (the metrics' reading:
 each caller against the fastest call it had, CuPy's own host cost per call not counted against us);
-overhead_*_us = dispatch minus the same library's bare call; regimes (what decided), chosen,
-fallback; err_* against an fp64 reference.
+overhead_*_us = dispatch minus the same library's bare call; regimes (what decided), chosen and
+fallback (the torch caller's choice), chosen_cupy and fallback_cupy (the CuPy caller's: each call
+path is tuned on its own); err_* against an fp64 reference. Within a regime the four paths' batches
+are interleaved (tuner.interleaved_times, call_batches rounds, median per path).
 """
 
 from __future__ import annotations
@@ -299,7 +301,7 @@ def measure_dispatch_point(dtype: str, m: int, k: int, n: int, b_layout: str, p:
     import cupy
     import torch
 
-    from repro.papers.tsm2x.tuner import back_to_back_time, deciding_regimes, l2_bytes, matmul
+    from repro.papers.tsm2x.tuner import deciding_regimes, dispatch, interleaved_times, l2_bytes, matmul
 
     tdt = getattr(torch, dtype)
     item = torch.finfo(tdt).bits // 8
@@ -319,15 +321,22 @@ def measure_dispatch_point(dtype: str, m: int, k: int, n: int, b_layout: str, p:
     paths = {"torch": lambda i: As[i] @ Bs[i], "cupy": lambda i: cAs[i] @ cBs[i],
              "dispatch_torch": lambda i: run(As[i], Bs[i]), "dispatch_cupy": lambda i: run(cAs[i], cBs[i])}
     outputs = {"torch": run(As[0], Bs[0]), "cupy": torch.from_dlpack(run(cAs[0], cBs[0]))}  # tunes the shape
+    kind = "r" if k > tsm2.MAX_K_L else "l"
     regimes = deciding_regimes(nbytes, l2_bytes(torch.cuda.current_device()))
-    choice = tuner.lookup("r" if k > tsm2.MAX_K_L else "l", tsm2.DTYPES[dtype], m, k, n, regimes)
-    row = dict(kind=f"tsm2{'r' if k > tsm2.MAX_K_L else 'l'}", dtype=dtype, m=m, k=k, n=n, b_layout=b_layout,
+    # each caller's choice (tuned per call path: its library, B's layout): matmul's, cached, not re-timed
+    choices = {lib: dispatch(kind, a, b, tuner=tuner, kernels_dir=kernels_dir)[1]
+               for lib, a, b in (("torch", As[0], Bs[0]), ("cupy", cAs[0], cBs[0]))}
+    choice = choices["torch"]
+    row = dict(kind=f"tsm2{kind}", dtype=dtype, m=m, k=k, n=n, b_layout=b_layout,
                bytes=nbytes, copies=copies, regimes="+".join(regimes), chosen=choice.choice,
-               fallback=choice.fallback, failed_candidates=len(choice.errors))
+               fallback=choice.fallback, chosen_cupy=choices["cupy"].choice, fallback_cupy=choices["cupy"].fallback,
+               failed_candidates=len(choice.errors))
     for regime in ("warm", "cold"):
         idx = [0] if regime == "warm" else range(copies)
-        t = {label: back_to_back_time([functools.partial(f, i) for i in idx], warmup=p.warmup, batches=p.call_batches,
-                                      target_s=p.call_target_ms / 1e3) * 1e6 for label, f in paths.items()}
+        # the four paths' batches interleaved: a slow spell of host or card hits them alike
+        t = {label: v * 1e6 for label, v in interleaved_times(
+            {label: [functools.partial(f, i) for i in idx] for label, f in paths.items()},
+            rounds=p.call_batches, warmup=p.warmup, target_s=p.call_target_ms / 1e3).items()}
         t_cublas = min(t["torch"], t["cupy"])
         row |= {f"t_{label}_{regime}_us": v for label, v in t.items()}
         row |= {f"t_cublas_{regime}_us": t_cublas,
@@ -359,7 +368,10 @@ def summarize_dispatch(df: pd.DataFrame) -> dict[str, float]:
     fell = df[df["fallback"].astype(bool)]
     if len(fell):  # absent where no shape fell back
         metrics["fallback_overhead_us_torch"] = float(fell["overhead_torch_warm_us"].median())
-        metrics["fallback_overhead_us_cupy"] = float(fell["overhead_cupy_warm_us"].median())
+    fell_cupy = df[df["fallback_cupy"].astype(bool)] if "fallback_cupy" in df else fell
+    if len(fell_cupy):
+        metrics["n_fallback_cupy"] = len(fell_cupy)
+        metrics["fallback_overhead_us_cupy"] = float(fell_cupy["overhead_cupy_warm_us"].median())
     return metrics
 
 

@@ -1,7 +1,7 @@
 """Call the TSM2R / TSM2L kernels on CuPy arrays or torch CUDA tensors, without copies.
 
 The call to make is the tuned one, which runs our kernel only where it beat cuBLAS for this shape
-on this card and the operands' own torch.mm / cupy.matmul otherwise (tuner.py, the choice rule):
+on this card and the operands' own torch.mm / CuPy @ otherwise (tuner.py, the choice rule):
 
     from repro.papers.tsm2x import matmul
     C = matmul(A, B)                 # any A, B that A @ B takes; the first call of a shape tunes it
@@ -396,13 +396,55 @@ def _ptr(x: Any) -> int:
     return data_ptr() if data_ptr is not None else int(x.__cuda_array_interface__["data"][0])
 
 
+def pointer_getter(lib: str) -> Callable[[Any], int]:
+    """x -> device address for operands of one library, the cheapest way each offers: a torch
+    tensor's data_ptr(), a CuPy array's data.ptr (no __cuda_array_interface__ dict built per call)."""
+    if lib == "torch":
+        return lambda x: x.data_ptr()
+    if lib == "cupy":
+        return lambda x: x.data.ptr
+    return _ptr
+
+
+def allocator(A: Any, m: int, n: int) -> Callable[[], Any]:
+    """() -> an uninitialised column-major m x n matrix like empty_like_colmajor(A, m, n), with the
+    library, dtype and device looked up once (the per-call allocation of a bound launch)."""
+    import torch
+
+    if isinstance(A, torch.Tensor):
+        dtype, device, empty = A.dtype, A.device, torch.empty
+        return lambda: empty((n, m), dtype=dtype, device=device).T
+    import cupy
+
+    a = describe(A, "A")
+    dev, dtype = (a.device if a.device is not None else cupy.cuda.runtime.getDevice()), _np_name(a.dtype)
+
+    def empty() -> Any:
+        with cupy.cuda.Device(dev):
+            return cupy.empty((m, n), dtype=dtype, order="F")
+
+    return empty
+
+
+def launch_flags(prob: "Problem", variant: Variant) -> Callable[[int, int], tuple[int, int]]:
+    """(a_ptr, c_ptr) -> (vector loads of A, vector stores of C) as 0/1: prob.vec_ok and
+    c_vector_stores with everything but the two pointers' alignment worked out once."""
+    a, c = prob.a, prob.c
+    a_width, c_width = variant.vec * a.itemsize, variant.vec * c.itemsize
+    a_ld = prob.lda % variant.vec == 0 or a.cols == 1
+    c_ld = (prob.ldc % variant.vec == 0 or c.cols == 1) and not (
+        variant.reduces and prob.m % variant.rows_per_block != 0)
+    return lambda pa, pc: (int(a_ld and pa % a_width == 0), int(c_ld and pc % c_width == 0))
+
+
 def bind(kind: str, A: Any, B: Any, out: Any, variant: str | Variant,
          kernels_dir: Path | None = None) -> Callable[[Any, Any, Any], Any]:
     """Check the operands once and return run(A2, B2, out2=None) -> C2 = A2 @ B2, for any operands
     with the same library, shapes, strides, dtype and device as A, B, out (out2 None where out is
     None: then run allocates a column-major C). Per call it reads only the pointers (and their
     alignment, which picks vector or scalar accesses), so a caller that repeats a call pays one
-    kernel launch, not the operand checks."""
+    kernel launch, not the operand checks: the allocation, pointer reads, alignment flags and stream
+    lookup are each resolved to one closure here."""
     import cupy
     import numpy as np
 
@@ -421,15 +463,17 @@ def bind(kind: str, A: Any, B: Any, out: Any, variant: str | Variant,
     lda, bstrides, ldc = np.int64(prob.lda), (np.int64(b.row_stride), np.int64(b.col_stride)), np.int64(prob.ldc)
     grid, block = variant.grid(m, kernels.sm_count(device)), (variant.threads, 1, 1)
     shared, torch_operands = variant.shared_bytes, a.lib == "torch"
+    alloc, flags = allocator(A, m, n), launch_flags(prob, variant)
+    ptr_a, ptr_b, ptr_c = (pointer_getter(x.lib) for x in (a, b, prob.c))
+    u64, i32, Device, stream = np.uint64, np.int32, cupy.cuda.Device, kernels.launch_stream
 
     def run(A2: Any, B2: Any, out2: Any = None) -> Any:
         if out2 is None:
-            out2 = empty_like_colmajor(A2, m, n)
-        pa, pc = _ptr(A2), _ptr(out2)
-        args = head + (np.uint64(pa), lda, np.uint64(_ptr(B2))) + bstrides + (
-            np.uint64(pc), ldc, np.int32(prob.vec_ok(a, prob.lda, variant.vec, pa)),
-            np.int32(c_vector_stores(prob, variant, pc)))
-        with cupy.cuda.Device(device), kernels.launch_stream(torch_operands, device):
+            out2 = alloc()
+        pa, pc = ptr_a(A2), ptr_c(out2)
+        vec_a, vec_c = flags(pa, pc)
+        args = head + (u64(pa), lda, u64(ptr_b(B2))) + bstrides + (u64(pc), ldc, i32(vec_a), i32(vec_c))
+        with Device(device), stream(torch_operands, device):
             fn(grid, block, args, shared_mem=shared)
         return out2
 

@@ -14,13 +14,24 @@ regime that decides; without one, the operand bytes (A + B + C) against the card
 to half of L2, warm; above twice L2, cold; in between (where residency depends on the L2's
 partitions and on what else runs) both, and ours must beat cuBLAS in each. A candidate's score is
 its worst ratio, over the deciding regimes, to the faster cuBLAS route of that regime; our
-best-scoring variant runs if it scores below the best cuBLAS route, else cuBLAS does.
+best-scoring variant runs if it scores below (1 - margin) times the best cuBLAS route's, else
+cuBLAS does (margin 0 in the paper benchmarks, DISPATCH_MARGIN = 5% in dispatch).
 
 `dispatch` (and `matmul`, which picks TSM2R or TSM2L and takes any operands) runs that choice on
 the caller's arrays. Its cuBLAS path is the caller's own library: `torch.mm` for torch tensors,
-`cupy.matmul` for CuPy arrays, with no conversion, copy or layout change; the route and the
+CuPy's `@` routine for CuPy arrays, with no conversion, copy or layout change; the route and the
 variant are looked up once per operand signature (library, shapes, strides, dtype, device), so a
 repeated call costs one dictionary lookup before the library call or the kernel launch.
+
+dispatch tunes a shape per call path (call_path: the caller's library, B's layout, out given or
+allocated per call) and times exactly the call it will make (call_timers): the caller's own library
+call against our bound launch (tsm2.bind) on the caller's operands, out as given. Our most promising
+variants are then re-timed against that call with interleaved batches (Tuner.choose's `confirm`),
+and ours runs only where a re-timed variant beats it by DISPATCH_MARGIN in every deciding regime and,
+unless the caller named the regime (`expect`), is no slower than it in the other (the guard): under
+the tuner's own measurement a choice is never slower than the fallback, warm or cold. (The first H100
+measurement of dispatch v2 found our kernel chosen from a cheaper path than the caller's: C
+preallocated, against cuBLAS into a column-major C, and on another B layout.)
 
 Timers are the caller's. `dispatch` uses back_to_back_time: calls issued back to back, host clock
 until the device is idle, so a call whose host cost exceeds its device time is charged for it (a
@@ -43,6 +54,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import operator
 import statistics
 import sys
 from dataclasses import dataclass, field
@@ -54,15 +66,24 @@ from repro import kernels
 from repro.papers.tsm2x import tsm2
 
 CUBLAS = ("cublas_torch", "cublas_cupy")
+NATIVE = {"torch": "cublas_torch", "cupy": "cublas_cupy"}  # the caller's library -> its cuBLAS route
 REGIMES = ("warm", "cold")
+# dispatch runs ours only where it beats the caller's own cuBLAS call by this fraction in every deciding
+# regime (re-timed against it, interleaved); the paper benchmarks compare at margin 0
+DISPATCH_MARGIN = 0.05
+CONFIRM_ROUNDS = 5  # interleaved batches per confirmed candidate and regime (median)
+# 4: dispatch's entries keyed by call path (library, B layout, out given) with confirmed times;
 # 3: times per regime (warm and cold), the choice made from them at lookup; 2: verified choices,
 # cold times only (older caches may hold wrong kernels)
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 log = logging.getLogger("repro")
 
 
-def shape_key(kind: str, dtype: str, m: int, k: int, n: int) -> str:
-    return f"tsm2{kind}/{dtype}/m{m}/k{k}/n{n}"
+def shape_key(kind: str, dtype: str, m: int, k: int, n: int, path: str = "") -> str:
+    """The cache key of a shape; `path` (call_path) names the call dispatch timed, "" the paper
+    benchmarks' (device times of the kernels and both cuBLAS routes into a column-major C)."""
+    key = f"tsm2{kind}/{dtype}/m{m}/k{k}/n{n}"
+    return f"{key}/{path}" if path else key
 
 
 def deciding_regimes(nbytes: int, l2_bytes: int, expect: str | None = None) -> tuple[str, ...]:
@@ -80,12 +101,16 @@ def deciding_regimes(nbytes: int, l2_bytes: int, expect: str | None = None) -> t
     return REGIMES
 
 
-def decide(times_us: Mapping[str, Mapping[str, float]], regimes: Sequence[str]) -> tuple[str, str | None, str]:
+def decide(times_us: Mapping[str, Mapping[str, float]], regimes: Sequence[str], margin: float = 0.0,
+           only: Sequence[str] | None = None, guard: Sequence[str] = ()) -> tuple[str, str | None, str]:
     """(choice, best_variant, best_cublas) from per-regime times (us) under the deciding regimes.
 
     A candidate's score is its largest ratio, over `regimes`, to the faster cuBLAS route of that
-    regime (to 1 us where no cuBLAS route ran); only candidates timed in every regime count. Ours
-    runs where its best score is below the best cuBLAS route's (a tie is not a win).
+    regime (to 1 us where no cuBLAS route ran); only candidates timed in every regime count, and of
+    ours only those in `only` where given (dispatch: the re-timed ones). Ours runs where its best
+    score is below (1 - margin) times the best cuBLAS route's (a tie is not a win): at margin 0.05,
+    ours must be at least 5% faster than cuBLAS in every deciding regime. In the `guard` regimes
+    (dispatch: the timed regimes that do not decide) ours must also be no slower than that route.
     """
     names = set.intersection(*(set(times_us.get(r, {})) for r in regimes))
     base = {r: min((times_us[r][c] for c in CUBLAS if c in times_us[r]), default=1.0) for r in regimes}
@@ -93,12 +118,14 @@ def decide(times_us: Mapping[str, Mapping[str, float]], regimes: Sequence[str]) 
     def score(name: str) -> float:
         return max(times_us[r][name] / base[r] for r in regimes)
 
-    ours = sorted(x for x in names if x not in CUBLAS)
+    ours = sorted(x for x in names if x not in CUBLAS and (only is None or x in only))
     routes = [c for c in CUBLAS if c in names]
     best_variant = min(ours, key=score) if ours else None
     best_cublas = min(routes, key=score) if routes else CUBLAS[0]
-    if best_variant is not None and (not routes or score(best_variant) < score(best_cublas)):
-        return best_variant, best_variant, best_cublas
+    if best_variant is not None and (not routes or score(best_variant) < (1 - margin) * score(best_cublas)):
+        guarded = [r for r in guard if best_variant in times_us.get(r, {}) and best_cublas in times_us[r]]
+        if all(times_us[r][best_variant] <= times_us[r][best_cublas] for r in guarded):
+            return best_variant, best_variant, best_cublas
     return best_cublas, best_variant, best_cublas
 
 
@@ -110,14 +137,23 @@ class Choice:
     key: str
     times_us: dict[str, dict[str, float]]  # regime -> candidate -> median us
     errors: dict[str, str] = field(default_factory=dict)  # candidates that failed to run or gave wrong results
+    # regime -> the candidates re-timed there, interleaved (their times_us are those); where set, only
+    # our confirmed variants may be chosen
+    confirmed: dict[str, list[str]] = field(default_factory=dict)
     regimes: tuple[str, ...] = ("cold",)
+    margin: float = 0.0  # ours must beat cuBLAS by this fraction (decide)
+    guard: bool = False  # and be no slower than it in the timed regimes that do not decide
     choice: str = field(init=False)  # a variant name, or one of CUBLAS
     best_variant: str | None = field(init=False)  # our best-scoring variant (None if all failed)
     best_cublas: str = field(init=False)
 
     def __post_init__(self) -> None:
         self.regimes = tuple(self.regimes)
-        self.choice, self.best_variant, self.best_cublas = decide(self.times_us, self.regimes)
+        only = None
+        if self.confirmed:  # a variant confirmed in every deciding regime
+            only = set.intersection(*(set(self.confirmed.get(r, ())) for r in self.regimes))
+        guard = [r for r in self.times_us if r not in self.regimes] if self.guard else ()
+        self.choice, self.best_variant, self.best_cublas = decide(self.times_us, self.regimes, self.margin, only, guard)
 
     @property
     def fallback(self) -> bool:
@@ -125,7 +161,8 @@ class Choice:
 
     def measured(self) -> dict:
         """What the cache keeps: the measurements, not the verdict (it depends on the regimes asked)."""
-        return {"key": self.key, "times_us": self.times_us, "errors": self.errors}
+        kept = {"key": self.key, "times_us": self.times_us, "errors": self.errors}
+        return kept | {"confirmed": self.confirmed} if self.confirmed else kept
 
 
 class Tuner:
@@ -138,36 +175,46 @@ class Tuner:
         self.routes: dict[tuple, tuple[str, Choice | None]] = {}
 
     def lookup(self, kind: str, dtype: str, m: int, k: int, n: int,
-               regimes: Sequence[str] = ("cold",)) -> Choice | None:
-        """The cached verdict under `regimes`, or None where any of them was not timed."""
-        entry = self.cache.get(shape_key(kind, dtype, m, k, n))
+               regimes: Sequence[str] = ("cold",), path: str = "", margin: float = 0.0,
+               guard: bool = False) -> Choice | None:
+        """The cached verdict under `regimes` for the call `path` (shape_key), or None where any of
+        them was not timed."""
+        entry = self.cache.get(shape_key(kind, dtype, m, k, n, path))
         if entry is None or not all(r in entry["times_us"] for r in regimes):
             return None
-        return Choice(**entry, regimes=tuple(regimes))
+        return Choice(**entry, regimes=tuple(regimes), margin=margin, guard=guard)
 
     def choose(self, kind: str, dtype: str, m: int, k: int, n: int, timers: Mapping[str, Callable[[str], float]],
                check: Callable[[str], float] | None = None, tol: float | None = None,
-               regimes: Sequence[str] = ("cold",)) -> Choice:
+               regimes: Sequence[str] = ("cold",), routes: Sequence[str] = CUBLAS, margin: float = 0.0,
+               confirm: Callable[[Sequence[str], str], Mapping[str, float]] | None = None,
+               path: str = "", guard: bool = False) -> Choice:
         """The cached verdict under `regimes`, or time every candidate with each timers[regime](name)
         -> seconds (every regime in `timers`, which must include `regimes`), cache the times and decide.
 
         check(name) -> relative max error of our variant `name` against cuBLAS on the same
         operands (see output_checker); a variant above `tol` (default check_tolerance(dtype, k))
-        or with a non-finite error is recorded in errors and never timed nor chosen.
+        or with a non-finite error is recorded in errors and never timed nor chosen. `routes`: the
+        cuBLAS routes timed (dispatch: the caller's own). `margin`, `guard`: see decide and Choice.
+
+        confirm(names, regime) -> {name: seconds}: where given, the sweep's most promising variants
+        (the best two by score under `regimes`, and the best of each regime alone) are re-timed with
+        the routes, interleaved, in every timed regime; those times replace the sweep's (whose
+        minimum over many candidates is biased low by noise) and only those variants may be chosen.
         """
-        cached = self.lookup(kind, dtype, m, k, n, regimes)
+        cached = self.lookup(kind, dtype, m, k, n, regimes, path, margin, guard)
         if cached is not None:
             return cached
         missing = [r for r in regimes if r not in timers]
         if missing:
             raise ValueError(f"no timer for the deciding regime(s) {missing}; timers: {sorted(timers)}")
-        key = shape_key(kind, dtype, m, k, n)
+        key = shape_key(kind, dtype, m, k, n, path)
         if tol is None:
             tol = check_tolerance(dtype, k)
         ours = [v.name for v in tsm2.candidates(kind, dtype, k, n)]
         times: dict[str, dict[str, float]] = {r: {} for r in timers}
         errors: dict[str, str] = {}
-        for name in ours + list(CUBLAS):
+        for name in ours + list(routes):
             try:
                 if check is not None and name not in CUBLAS:
                     err = float(check(name))
@@ -184,9 +231,36 @@ class Tuner:
                 times[r][name] = t
         if not times[next(iter(timers))]:
             raise RuntimeError(f"no candidate ran for {key}: {errors}")
-        choice = Choice(key, times, errors, tuple(regimes))
+        confirmed: dict[str, list[str]] = {}
+        if confirm is not None:
+            promising = promising_variants(times, regimes)
+            if promising:
+                names = promising + [c for c in routes if all(c in times[r] for r in timers)]
+                for r in timers:
+                    for name, t in confirm(names, r).items():
+                        times[r][name] = t * 1e6
+                    confirmed[r] = names
+        choice = Choice(key, times, errors, confirmed, tuple(regimes), margin, guard)
         self.cache.put(key, choice.measured())
         return choice
+
+
+def promising_variants(times_us: Mapping[str, Mapping[str, float]], regimes: Sequence[str], top: int = 2) -> list[str]:
+    """Our variants worth re-timing: the best `top` by score under `regimes` (decide's score), and the
+    best of each timed regime alone, in that order, without repeats."""
+    timed = list(times_us)
+    names = set.intersection(*(set(times_us[r]) for r in timed)) - set(CUBLAS)
+    base = {r: min((times_us[r][c] for c in CUBLAS if c in times_us[r]), default=1.0) for r in timed}
+
+    def score(name: str, among: Sequence[str]) -> tuple[float, str]:
+        return max(times_us[r][name] / base[r] for r in among), name
+
+    picked = sorted(names, key=lambda x: score(x, regimes))[:top]
+    for r in timed:
+        best = min(names, key=lambda x: score(x, (r,)), default=None)
+        if best is not None and best not in picked:
+            picked.append(best)
+    return picked
 
 
 def check_tolerance(dtype: str, k: int) -> float:
@@ -328,46 +402,62 @@ def operand_bytes(prob: tsm2.Problem) -> int:
     return (prob.m * prob.k + prob.k * prob.n + prob.m * prob.n) * tsm2.ITEMSIZE[prob.dtype]
 
 
+def _per_call(calls: Sequence[Callable[[], Any]], reps: int) -> float:
+    """Host seconds per call of one batch of `reps` calls issued back to back, to the device's idle."""
+    import time
+
+    import torch
+
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for i in range(reps):
+        calls[i % len(calls)]()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / reps
+
+
+def _batch_reps(calls: Sequence[Callable[[], Any]], warmup: int, target_s: float, max_calls: int) -> int:
+    """Warm the calls up and size a batch to about target_s from one synchronised call."""
+    for i in range(max(warmup, 1)):
+        calls[i % len(calls)]()
+    estimate = max(_per_call(calls, 1), 1e-6)
+    return max(len(calls), min(max_calls, math.ceil(target_s / estimate)))
+
+
 def back_to_back_time(calls: Sequence[Callable[[], Any]], warmup: int = 2, batches: int = 3,
                       target_s: float = 0.002, max_calls: int = 2000) -> float:
     """Seconds per call of calls[i % len(calls)] issued back to back, as a caller's loop meets them:
     host time to the device's idle, divided by the calls (the median of `batches` batches of about
     target_s each). Unlike time_queued it counts the host's cost per call where that exceeds the
     device's, which is what decides a small call."""
-    import time
+    reps = _batch_reps(calls, warmup, target_s, max_calls)
+    return statistics.median(_per_call(calls, reps) for _ in range(batches))
 
-    import torch
 
-    for i in range(max(warmup, 1)):
-        calls[i % len(calls)]()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    calls[0]()
-    torch.cuda.synchronize()
-    estimate = max(time.perf_counter() - start, 1e-6)
-    reps = max(len(calls), min(max_calls, math.ceil(target_s / estimate)))
-    per_call = []
-    for _ in range(batches):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for i in range(reps):
-            calls[i % len(calls)]()
-        torch.cuda.synchronize()
-        per_call.append((time.perf_counter() - start) / reps)
-    return statistics.median(per_call)
+def interleaved_times(paths: Mapping[str, Sequence[Callable[[], Any]]], rounds: int = CONFIRM_ROUNDS,
+                      warmup: int = 2, target_s: float = 0.002, max_calls: int = 2000) -> dict[str, float]:
+    """back_to_back_time of several call paths with their batches interleaved (round r times one
+    batch of each path in turn), so a slow spell of the host or the card (clocks, another process)
+    lands on every path alike instead of on whichever was being timed: {label: median seconds}."""
+    reps = {label: _batch_reps(calls, warmup, target_s, max_calls) for label, calls in paths.items()}
+    per_call: dict[str, list[float]] = {label: [] for label in paths}
+    for _ in range(max(rounds, 1)):
+        for label, calls in paths.items():
+            per_call[label].append(_per_call(calls, reps[label]))
+    return {label: statistics.median(v) for label, v in per_call.items()}
 
 
 def copy_like(x: Any) -> Any:
-    """A copy of a torch tensor or CuPy array with the same strides (padding included for torch)."""
+    """A copy of a torch tensor or CuPy array with the same strides (padding included)."""
     import torch
 
     if isinstance(x, torch.Tensor):
         return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device).copy_(x)
     import cupy
 
-    y = cupy.empty_like(x)  # order K: a column-major x gives a column-major copy
-    y[...] = x
-    return y
+    # through torch, whose empty_strided keeps any strides (cupy.empty_like(order="K") would make a
+    # strided B[:, ::2] contiguous, and the cold timing would meet another B layout than the caller's)
+    return cupy.from_dlpack(copy_like(torch.from_dlpack(x)))
 
 
 def cold_copies(nbytes: int, l2: int, max_copies: int = 64) -> int:
@@ -375,16 +465,32 @@ def cold_copies(nbytes: int, l2: int, max_copies: int = 64) -> int:
     return max(1, min(max_copies, math.ceil(4 * l2 / max(nbytes, 1))))
 
 
-def native_route(A: Any) -> Callable[[Any, Any, Any], Any]:
-    """route(A, B, out) -> A @ B by the library of A (torch.mm, cupy.matmul): the fastest cuBLAS path
-    for the caller's arrays, with no conversion; C is `out` if given, else what the library returns."""
+def library(A: Any) -> str:
+    """'torch' for a torch tensor, else 'cupy' (CuPy arrays and other __cuda_array_interface__ objects)."""
     torch = sys.modules.get("torch")
-    if torch is not None and isinstance(A, torch.Tensor):
-        mm = torch.mm
+    return "torch" if torch is not None and isinstance(A, torch.Tensor) else "cupy"
+
+
+def native_route(A: Any, out_given: bool = True) -> Callable[..., Any]:
+    """route(A, B, out) -> A @ B by the library of A: the fastest cuBLAS path for the caller's arrays,
+    with no conversion; C is `out` if given, else what the library returns. torch: torch.mm. CuPy:
+    the `@` operator's own routine (cupy._core.matmul), not the cupy.matmul gufunc, whose Python
+    wrapper (signature parsing, axes, casting) cost 12-45 us a call on the H100 host.
+    out_given=False: route(A, B), the library's own function (torch.mm, operator.matmul), no
+    wrapper of ours between the caller and cuBLAS."""
+    if library(A) == "torch":
+        mm = sys.modules["torch"].mm
+        if not out_given:
+            return mm
         return lambda A, B, out: mm(A, B) if out is None else mm(A, B, out=out)
+    if not out_given:
+        return operator.matmul
     import cupy
 
-    return lambda A, B, out: cupy.matmul(A, B, out=out)
+    core_mm = getattr(getattr(cupy, "_core", None), "matmul", None)
+    if core_mm is None:  # a CuPy without the routine: the public function
+        return lambda A, B, out: A @ B if out is None else cupy.matmul(A, B, out=out)
+    return lambda A, B, out: A @ B if out is None else core_mm(A, B, out)
 
 
 def _meta(x: Any) -> tuple:
@@ -397,36 +503,110 @@ def _meta(x: Any) -> tuple:
     return (type(x), str(x.dtype), getattr(getattr(x, "device", None), "id", None), x.shape, getattr(x, "strides", None))
 
 
-def call_timers(kind: str, A: Any, B: Any, C: Any, copies: int, kernels_dir: Path | None,
-                timing: dict) -> dict[str, Callable[[str], float]]:
-    """timers[regime](name) -> seconds per back-to-back call of candidate `name`: warm on (A, B, C)
-    itself, cold rotated over `copies` operand sets (A, B, C and copies of them)."""
-    sets = [(A, B, C)] + [tuple(copy_like(x) for x in (A, B, C)) for _ in range(copies - 1)]
+def route_key(tag: Any, expect: str | None, kernels_dir: Path | None, A: Any, B: Any, out: Any) -> tuple:
+    """The key of a call's route: `tag` and the hint, then _meta of A, B, out. Two plain torch tensors
+    or two CuPy arrays and no out, a caller's hot case, are read inline into one flat tuple (the
+    same fields; about half the host time of the general form, which the H100 host paid 1-2 us for)."""
+    if out is None:
+        kind = type(A)
+        if kind is _TENSOR and type(B) is _TENSOR:
+            return (tag, expect, kernels_dir, A.dtype, A.get_device(), A.shape, A.stride(),
+                    B.dtype, B.get_device(), B.shape, B.stride())
+        if kind is _NDARRAY and type(B) is _NDARRAY:
+            return (tag, expect, kernels_dir, A.dtype, A.data.device_id, A.shape, A.strides,
+                    B.dtype, B.data.device_id, B.shape, B.strides)
+    return (tag, expect, kernels_dir, _meta(A), _meta(B), _meta(out))
+
+
+class _Unbound:  # stands for torch.Tensor / cupy.ndarray until that library is imported (no object has this type)
+    pass
+
+
+_TENSOR: type = _Unbound
+_NDARRAY: type = _Unbound
+
+
+def _bind_array_types() -> None:
+    """Let route_key recognise torch tensors and CuPy arrays once their library is imported (no
+    import here)."""
+    global _TENSOR, _NDARRAY
+    torch, cupy = sys.modules.get("torch"), sys.modules.get("cupy")
+    if torch is not None:
+        _TENSOR = torch.Tensor
+    if cupy is not None and isinstance(getattr(cupy, "ndarray", None), type):
+        _NDARRAY = cupy.ndarray
+
+
+def call_path(prob: tsm2.Problem, lib: str, out_given: bool) -> str:
+    """What dispatch's timing of a shape depends on beyond the shape: the caller's library (its
+    cuBLAS call and our launch's host cost), B's layout (cuBLAS copies a strided B; our kernel reads
+    it in place) and whether C is allocated per call: e.g. 'torch/bcol/new'."""
+    b = prob.b
+    if b.row_stride == 1 or b.rows <= 1:
+        layout = "col"
+    elif b.col_stride == 1 or b.cols <= 1:
+        layout = "row"
+    else:
+        layout = "strided"
+    return f"{lib}/b{layout}/{'out' if out_given else 'new'}"
+
+
+def call_timers(kind: str, A: Any, B: Any, out: Any, copies: int, kernels_dir: Path | None, timing: dict
+                ) -> tuple[dict[str, Callable[[str], float]], Callable[[Sequence[str], str], dict[str, float]]]:
+    """(timers, confirm) for Tuner.choose, timing exactly the call dispatch will make: the caller's
+    own library call (native_route) for its cuBLAS route, our bound launch for a variant, on the
+    caller's (A, B, out) with `out` as given (None: C allocated per call, as the caller's call does).
+
+    timers[regime](name) -> seconds per back-to-back call of candidate `name`: warm on the operands
+    themselves, cold rotated over `copies` operand sets (them and copies of them).
+    confirm(names, regime) -> {name: seconds}: those candidates re-timed with interleaved batches
+    (interleaved_times, CONFIRM_ROUNDS rounds)."""
+    sets = [(A, B, out)] + [tuple(None if x is None else copy_like(x) for x in (A, B, out))
+                            for _ in range(copies - 1)]
+
+    given = out is not None
+    args = (lambda ops: ops) if given else (lambda ops: ops[:2])  # called as dispatch will call them
 
     def runs(name: str, operands) -> list[Callable[[], Any]]:
         if name in CUBLAS:
-            return [cublas_call(name, *ops) for ops in operands]
-        return [functools.partial(tsm2.bind(kind, *ops, name, kernels_dir), *ops) for ops in operands]
+            route = native_route(A, given)
+            return [functools.partial(route, *args(ops)) for ops in operands]
+        return [functools.partial(tsm2.bind(kind, *ops, name, kernels_dir), *args(ops)) for ops in operands]
 
-    return {"warm": lambda name: back_to_back_time(runs(name, sets[:1]), **timing),
-            "cold": lambda name: back_to_back_time(runs(name, sets), **timing)}
+    regime_sets = {"warm": sets[:1], "cold": sets}
+
+    def confirm(names: Sequence[str], regime: str) -> dict[str, float]:
+        keep = {k: v for k, v in timing.items() if k in ("warmup", "target_s", "max_calls")}
+        return interleaved_times({name: runs(name, regime_sets[regime]) for name in names}, **keep)
+
+    timers = {r: functools.partial(lambda ops, name: back_to_back_time(runs(name, ops), **timing), ops)
+              for r, ops in regime_sets.items()}
+    return timers, confirm
 
 
 def _resolve(kind: str, A: Any, B: Any, out: Any, expect: str | None, tuner: Tuner, kernels_dir: Path | None,
-             timing: dict) -> tuple[Callable[[Any, Any, Any], Any], Choice]:
-    """The runner for this operand signature and the choice behind it, tuning the shape if new."""
+             timing: dict) -> tuple[Callable[..., Any], Choice]:
+    """The runner for this operand signature (called run(A, B) where out is None, else run(A, B, out)) and the choice behind it, tuning the shape if new: for
+    this call path (call_path), against the caller's own cuBLAS call, ours only where it beats that
+    call by DISPATCH_MARGIN in every deciding regime after re-timing, and, without the caller's
+    `expect` hint, is no slower than it in the other regime (the guard)."""
     prob = tsm2.plan(kind, A, B, out)
     device = prob.a.device if prob.a.device is not None else sys.modules["torch"].cuda.current_device()
     nbytes = operand_bytes(prob)
     regimes = deciding_regimes(nbytes, l2_bytes(device), expect)
-    choice = tuner.lookup(kind, prob.dtype, prob.m, prob.k, prob.n, regimes)
+    lib = library(A)
+    path = call_path(prob, lib, out is not None)
+    guard = expect is None  # a caller's hint names the regime its calls meet: the other one does not matter
+    choice = tuner.lookup(kind, prob.dtype, prob.m, prob.k, prob.n, regimes, path, DISPATCH_MARGIN, guard)
     if choice is None:
         C = out if out is not None else tsm2.empty_like_colmajor(A, prob.m, prob.n)
-        timers = call_timers(kind, A, B, C, cold_copies(nbytes, l2_bytes(device)), kernels_dir, timing)
+        timers, confirm = call_timers(kind, A, B, out, cold_copies(nbytes, l2_bytes(device)), kernels_dir, timing)
         check = output_checker(kind, A, B, C, kernels_dir)
-        choice = tuner.choose(kind, prob.dtype, prob.m, prob.k, prob.n, timers, check=check, regimes=regimes)
+        choice = tuner.choose(kind, prob.dtype, prob.m, prob.k, prob.n, timers, check=check, regimes=regimes,
+                              routes=(NATIVE[lib],), margin=DISPATCH_MARGIN, confirm=confirm, path=path,
+                              guard=guard)
     if choice.fallback:
-        return native_route(A), choice
+        return native_route(A, out is not None), choice
     return tsm2.bind(kind, A, B, out, choice.choice, kernels_dir), choice
 
 
@@ -435,14 +615,15 @@ def dispatch(kind: str, A: Any, B: Any, out: Any = None, *, tuner: Tuner, expect
     """C = A @ B for TSM2R ('r') or TSM2L ('l') by the tuner's choice for this shape under the
     deciding regimes (module doc), tuning it on these operands if new; ValueError for operands our
     kernels do not take (see tsm2.plan). Returns (C, choice); choice.fallback says whether cuBLAS
-    ran, through the operands' own library (torch.mm, cupy.matmul: then C is the library's result,
+    ran, through the operands' own library (torch.mm, CuPy's @: then C is the library's result,
     row-major, where out is None). `timing` goes to back_to_back_time."""
-    sig = (kind, expect, kernels_dir, _meta(A), _meta(B), _meta(out))
+    sig = route_key(kind, expect, kernels_dir, A, B, out)
     route = tuner.routes.get(sig)
     if route is None:
+        _bind_array_types()
         route = tuner.routes[sig] = _resolve(kind, A, B, out, expect, tuner, kernels_dir, timing)
     run, choice = route
-    return run(A, B, out), choice
+    return (run(A, B) if out is None else run(A, B, out)), choice
 
 
 _DEFAULT_TUNERS: dict[int, Tuner] = {}
@@ -470,21 +651,23 @@ def matmul(A: Any, B: Any, out: Any = None, *, expect: str | None = None, tuner:
     and card under the deciding regime (`expect="warm"` for operands reused back to back,
     `expect="cold"` for a stream of different operands; default: by operand bytes against L2);
     otherwise, and for any operands our kernels do not take (n > 16, a row-major A, other dtypes),
-    the operands' own library (torch.mm, cupy.matmul). C is `out` where given; else column-major
+    the operands' own library (torch.mm, CuPy's @). C is `out` where given; else column-major
     from our kernels, the library's layout from cuBLAS. The first call of a shape tunes it.
     """
     if tuner is None:
         tuner = default_tuner()
-    sig = ("matmul", expect, kernels_dir, _meta(A), _meta(B), _meta(out))
+    sig = route_key("matmul", expect, kernels_dir, A, B, out)
     route = tuner.routes.get(sig)
     if route is None:
+        _bind_array_types()
         if expect not in (None, *REGIMES):  # a caller's mistake, not operands for the library's matmul
             raise ValueError(f"expect must be one of {REGIMES} or None, got {expect!r}")
         kind = "l" if A.shape[-1] <= tsm2.MAX_K_L else "r"
         try:
             route = _resolve(kind, A, B, out, expect, tuner, kernels_dir, {})
         except ValueError as exc:  # operands our kernels do not take: the library's own matmul
-            log.info("tsm2x.matmul: cuBLAS for %s: %s", sig[3:], exc)
-            route = (native_route(A), None)
+            log.info("tsm2x.matmul: cuBLAS for %s: %s", (_meta(A), _meta(B), _meta(out)), exc)
+            route = (native_route(A, out is not None), None)
         tuner.routes[sig] = route
-    return route[0](A, B, out)
+    run = route[0]
+    return run(A, B) if out is None else run(A, B, out)
