@@ -71,9 +71,9 @@ def _debug(msg: str) -> None:
 # ---------------------------------------------------------------------------------------------- key
 
 
-def disabled_reason() -> str | None:
-    """Why this call must run cold (None: it may use a server)."""
-    env = os.environ
+def disabled_reason(env=None) -> str | None:
+    """Why a call with environment ``env`` (default: this process's) must run cold (None: it may use a server)."""
+    env = os.environ if env is None else env
     if env.get("REPRO_WARM") == "0":
         return "REPRO_WARM=0"
     if env.get("SLURM_JOB_ID"):
