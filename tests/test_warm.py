@@ -129,14 +129,14 @@ def test_streams_are_the_clients(wenv):
 
 def test_cwd_environment_and_arguments_reach_the_child(wenv, tmp_path):
     env, _ = wenv
-    warm_up(env)
+    warm_up(dict(env, ONLY_IN_CLIENT="the server's"))  # the server starts with this client's environment
     sub = tmp_path / "a folder"
     sub.mkdir()
     args = ["x y", "", "--flag=1", "ünïcode", "$HOME", "a\nb"]
     found = info(dict(env, ONLY_IN_CLIENT="here"), *args, cwd=sub)
     assert found["warm"]
     assert (found["argv"], found["cwd"], found["only"]) == (["info", *args], str(sub), "here")
-    assert info(env)["only"] is None  # the previous client's variable does not stay in the server
+    assert info(env)["only"] is None  # neither the server's variables nor a previous client's stay
 
 
 def test_umask_reaches_the_child(wenv):
@@ -148,6 +148,8 @@ def test_umask_reaches_the_child(wenv):
 
 
 def test_children_get_fresh_random_state(wenv):
+    """Two children of one server draw different numbers (random reseeds itself after a fork, numpy 2
+    too; the server reseeds both anyway, as a fresh process is seeded from the OS)."""
     env, _ = wenv
     warm_up(env)
     a, b = info(env), info(env)
