@@ -46,7 +46,7 @@ elif mode == "echo":
     data = sys.stdin.read()
     sys.stdout.write(data.upper()); sys.stderr.write("to stderr\n")
 elif mode == "sleep":
-    print(json.dumps({"pid": os.getpid(), "start": time.time()}), flush=True)
+    print(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "start": time.time()}), flush=True)
     time.sleep(float(sys.argv[2]))
     print(json.dumps({"end": time.time()}), flush=True)
 '''
@@ -129,9 +129,9 @@ def test_streams_are_the_clients(wenv):
 
 def test_cwd_environment_and_arguments_reach_the_child(wenv, tmp_path):
     env, _ = wenv
-    warm_up(dict(env, ONLY_IN_CLIENT="the server's"))  # the server starts with this client's environment
-    sub = tmp_path / "a folder"
+    sub = tmp_path / "a folder"  # made first: a new entry in a sys.path folder changes the key
     sub.mkdir()
+    warm_up(dict(env, ONLY_IN_CLIENT="the server's"))  # the server starts with this client's environment
     args = ["x y", "", "--flag=1", "ünïcode", "$HOME", "a\nb"]
     found = info(dict(env, ONLY_IN_CLIENT="here"), *args, cwd=sub)
     assert found["warm"]
@@ -175,7 +175,9 @@ def _wait_gone(pid, timeout=10):
     while time.monotonic() < deadline:
         try:
             os.kill(pid, 0)
-        except ProcessLookupError:
+            if open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z":
+                return True  # dead, not yet reaped (an orphan's reaper may be slow or absent in a container)
+        except (ProcessLookupError, FileNotFoundError):
             return True
         time.sleep(0.05)
     return False
@@ -197,6 +199,18 @@ def test_a_signal_to_the_client_ends_the_child(wenv, sig):
         assert "KeyboardInterrupt" in err
 
 
+def test_a_killed_server_takes_its_running_job_along(wenv):
+    env, _ = wenv
+    warm_up(env)
+    proc = subprocess.Popen([sys.executable, "-m", "repro.pipeline.warm", "wtmod", "sleep", "60"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    started = json.loads(proc.stdout.readline())
+    os.kill(started["ppid"], signal.SIGKILL)  # the server
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1 and "lost the server" in err
+    assert _wait_gone(started["pid"]), "the job ran on without its server"
+
+
 @pytest.mark.parametrize("var", [{"REPRO_WARM": "0"}, {"SLURM_JOB_ID": "123"}])
 def test_disabled_runs_in_process_without_a_server(wenv, var):
     env, sock_dir = wenv
@@ -206,7 +220,7 @@ def test_disabled_runs_in_process_without_a_server(wenv, var):
     assert not list(sock_dir.glob("*.sock")) and not (sock_dir / "server.log").exists()
 
 
-def test_a_changed_source_file_changes_the_key(tmp_path, monkeypatch):
+def test_a_changed_source_file_or_package_folder_changes_the_key(tmp_path, monkeypatch):
     (tmp_path / "pkg").mkdir()
     f = tmp_path / "pkg" / "a.py"
     f.write_text("x = 1\n")
@@ -218,6 +232,10 @@ def test_a_changed_source_file_changes_the_key(tmp_path, monkeypatch):
     monkeypatch.setattr(warm, "source_digest", lambda root: "another")
     assert warm.compute_key("wtmod") != key
     assert warm.compute_key("repro.figures") != warm.compute_key("repro.pipeline.run")
+    monkeypatch.setattr(sys, "path", [*sys.path, str(tmp_path)])  # a package installed there: a new server
+    key = warm.compute_key("wtmod")
+    os.utime(tmp_path, ns=(tmp_path.stat().st_atime_ns, tmp_path.stat().st_mtime_ns + 1_000_000))
+    assert warm.compute_key("wtmod") != key
 
 
 def test_server_idles_out(wenv):

@@ -48,8 +48,9 @@ def experiment_inputs(experiment):
 # How a job runs the two entry points that most jobs run (repro.figures, repro.pipeline.run): through
 # the warm runner (repro.pipeline.warm: a per-user server with their imports loaded forks each job,
 # which then starts in tens of milliseconds instead of importing for about 1.5 s). Its client runs
-# the module cold itself inside a SLURM job or a container; REPRO_WARM=0 runs every job cold.
-PY_M = "python -m" if os.environ.get("REPRO_WARM") == "0" else "python -m repro.pipeline.warm"
+# the module cold, in its own process, inside a SLURM job or a container and with REPRO_WARM=0. The
+# command stays the same either way: Snakemake reruns a job whose shell command changed.
+PY_M = "python -m repro.pipeline.warm"
 
 
 def repro_run(experiment, out=None, overrides=""):

@@ -151,8 +151,15 @@ def compute_key(module: str) -> str:
         if hasattr(resource, name):
             limits.append(resource.getrlimit(getattr(resource, name)))
     root = repro_root()
+    # a package installed, upgraded or removed changes its folder's mtime: the server's imports are stale
+    folders = []
+    for entry in sys.path[1:]:
+        try:
+            folders.append(os.stat(entry).st_mtime_ns)
+        except OSError:
+            folders.append(None)
     parts = [VERSION, sys.executable, list(sys.flags), sys.warnoptions, sorted(sys._xoptions.items()),
-             sys.path[1:], root, source_digest(root), group_of(module), sorted(env.items()), limits,
+             sys.path[1:], folders, root, source_digest(root), group_of(module), sorted(env.items()), limits,
              os.path.exists("matplotlibrc")]
     return hashlib.sha256(json.dumps(parts, default=str).encode("utf-8", "surrogateescape")).hexdigest()[:24]
 
@@ -363,10 +370,15 @@ def run_warm(module: str, args: list[str]) -> bool:
         try:
             msg, _ = recv_msg(sock)
         except (OSError, ConnectionError) as exc:
-            sys.stderr.write(f"repro.pipeline.warm: lost the server ({exc!r})\n")
-            os._exit(1)
-        if msg is None:
-            sys.stderr.write("repro.pipeline.warm: the server went away before the job ended\n")
+            msg, lost = None, repr(exc)
+        else:
+            lost = "the connection closed"
+        if msg is None:  # the server died (killed?): its child must not run on unwatched
+            try:
+                os.kill(reply["pid"], signal.SIGKILL)
+            except OSError:
+                pass
+            sys.stderr.write(f"repro.pipeline.warm: lost the server before the job ended ({lost}): job stopped\n")
             os._exit(1)
         if "status" in msg:
             _die_like(msg["status"])
