@@ -658,8 +658,18 @@ class Server:
     def _child_run(self, conn, req, fds) -> int:
         # nothing of the server's survives: its sockets, wake-up pipe, lock and signal handlers
         signal.set_wakeup_fd(-1)
-        for fd in (self.listener.fileno(), conn.fileno(), self.wake_r, self.wake_w, self.lock_fd, self.sel.fileno(),
-                   *(c.fileno() for c in self.children.values())):
+        try:
+            self.sel.close()
+        except Exception:  # noqa: BLE001
+            pass
+        # detached, not just closed: a socket object collected later must not close a descriptor the job reuses
+        fds_to_close = [self.wake_r, self.wake_w, self.lock_fd]
+        for sock in (self.listener, conn, *self.children.values()):
+            try:
+                fds_to_close.append(sock.detach())
+            except OSError:
+                pass
+        for fd in fds_to_close:
             try:
                 os.close(fd)
             except OSError:
