@@ -10,7 +10,8 @@ record fields of repro.records, with provenance.collect()'s provenance), so the 
 - ``noop_rerun_s``: ``snakemake --cores all --config scale=smoke`` when everything is up to date
   (median of 3; absent when the DAG is not up to date);
 - ``job_fixed_s``: the start-up of a job that does nothing: the bare interpreter, and the runner's
-  and the figure drawer's entry points with ``--help`` (they import what every such job imports);
+  and the figure drawer's entry points with ``--help`` (they import what every such job imports),
+  each also through the warm runner (``*_warm_s``: repro.pipeline.warm, its server started first);
 - ``clean_dag_s`` (full mode only): the smoke DAG from clean results (`make clean-results` first:
   the kernel build cache and the import cache under .cache/ are kept, as `make clean-results` keeps
   them), and per rule its job count and summed job seconds (from Snakemake's metadata);
@@ -48,13 +49,14 @@ def _load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def timed(cmd: list[str], repeats: int = 1, check: bool = True, timeout: float | None = None) -> dict:
+def timed(cmd: list[str], repeats: int = 1, check: bool = True, timeout: float | None = None,
+          env: dict | None = None) -> dict:
     """Run ``cmd`` in the repository ``repeats`` times: {"s": median wall seconds, "runs": [...],
     "load": load average before the first run, "out": the last run's stdout + stderr}."""
     runs, load, out = [], _load(), ""
     for _ in range(repeats):
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
         runs.append(round(time.perf_counter() - t0, 3))
         out = proc.stdout + proc.stderr
         if check and proc.returncode != 0:
@@ -129,7 +131,35 @@ def measure(quick: bool, cores: str) -> dict:
         "repro.pipeline.run": timed(py + ["-m", "repro.pipeline.run", "--help"], repeats=3),
         "repro.figures": timed(py + ["-m", "repro.figures", "--help"], repeats=3),
     }
+    m["job_fixed"].update(warm_fixed(py))
     return m
+
+
+def warm_fixed(py: list[str], modules=("repro.pipeline.run", "repro.figures")) -> dict:
+    """The same ``--help`` jobs through the warm runner (repro.pipeline.warm), its servers started
+    first (in a folder of their own, stopped after): "<module>.warm" -> timed()."""
+    import tempfile
+
+    env = dict(os.environ, REPRO_WARM_DIR=tempfile.mkdtemp(prefix="rw-bench-"))
+    for var in ("REPRO_WARM", "REPRO_WARM_DEBUG"):
+        env.pop(var, None)
+    warm = py + ["-m", "repro.pipeline.warm"]
+    try:
+        for module in modules:  # the first call runs cold and starts the module's server
+            subprocess.run(warm + [module, "--help"], cwd=ROOT, env=env, capture_output=True, timeout=120)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            status = subprocess.run(warm + ["--status"], cwd=ROOT, env=env, capture_output=True, text=True).stdout
+            if f"{len(modules)} warm server(s)" in status:
+                break
+            time.sleep(0.5)
+        else:
+            raise SystemExit(f"pipeline bench: the warm servers did not come up:\n{status}")
+        return {f"{module}.warm": timed(warm + [module, "--help"], repeats=3, env=env) for module in modules}
+    finally:
+        subprocess.run(warm + ["--stop"], cwd=ROOT, env=env, capture_output=True, timeout=60)
+        time.sleep(0.5)
+        shutil.rmtree(env["REPRO_WARM_DIR"], ignore_errors=True)
 
 
 def as_record(m: dict) -> dict:

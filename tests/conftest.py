@@ -20,6 +20,9 @@ sys.path.insert(0, str(Path(__file__).parent))  # fake experiments for runner te
 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(_var, "1")
+# The workflow's figure and experiment jobs go through the warm runner (repro.pipeline.warm): the servers
+# that the tests' workflow runs start (one per repository copy) exit 15 s after their last job, not 120 s.
+os.environ.setdefault("REPRO_WARM_IDLE", "15")
 
 
 @pytest.fixture(autouse=True)

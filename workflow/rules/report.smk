@@ -18,7 +18,7 @@ rule figure:
     container:
         CPU_IMAGE
     shell:
-        "python -m repro.figures $(dirname {input.record}) {output.png} --reference {params.reference} > {log} 2>&1"
+        f"{PY_M} repro.figures $(dirname {{input.record}}) {{output.png}} --reference {{params.reference}} > {{log}} 2>&1"
 
 
 rule mlflow:
