@@ -187,8 +187,12 @@ def _wait_gone(pid, timeout=10):
 def test_a_signal_to_the_client_ends_the_child(wenv, sig):
     env, _ = wenv
     warm_up(env)
+    # SIGINT at its default in the client: a shell without job control (CI's background steps) starts
+    # the tests with SIGINT ignored, and an ignored signal stays ignored, in the client as in a cold
+    # process, so that a SIGINT would end neither
     proc = subprocess.Popen([sys.executable, "-m", "repro.pipeline.warm", "wtmod", "sleep", "60"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     child = json.loads(proc.stdout.readline())["pid"]
     assert child != proc.pid
     proc.send_signal(sig)
