@@ -286,8 +286,7 @@ class Problem:
     def vec_ok(self, mat: Matrix, ld: int, vec: int, ptr: int | None = None) -> bool:
         """Whether V-wide vector accesses are aligned: pointer (`ptr`, default mat's) and every
         column start."""
-        width = vec * mat.itemsize
-        return (mat.ptr if ptr is None else ptr) % width == 0 and (ld % vec == 0 or mat.cols == 1)
+        return (mat.ptr if ptr is None else ptr) % (vec * mat.itemsize) == 0 and columns_aligned(mat, ld, vec)
 
 
 def plan(kind: str, A: Any, B: Any, out: Any = None) -> Problem:
@@ -364,15 +363,19 @@ def kernel_function(variant: Variant, kernels_dir: Path | None = None):
 
 def empty_like_colmajor(A: Any, m: int, n: int):
     """An uninitialised column-major m x n matrix of A's library, dtype and device."""
-    import torch
+    return allocator(A, m, n)()
 
-    if isinstance(A, torch.Tensor):
-        return torch.empty((n, m), dtype=A.dtype, device=A.device).T
-    import cupy
 
-    a = describe(A, "A")
-    with cupy.cuda.Device(a.device if a.device is not None else cupy.cuda.runtime.getDevice()):
-        return cupy.empty((m, n), dtype=_np_name(a.dtype), order="F")
+def columns_aligned(mat: Matrix, ld: int, vec: int) -> bool:
+    """Whether every column of `mat` (leading dimension `ld`) starts V-aligned relative to the first:
+    the pointer-independent half of Problem.vec_ok."""
+    return ld % vec == 0 or mat.cols == 1
+
+
+def c_stores_may_vectorise(prob: "Problem", variant: Variant) -> bool:
+    """c_vector_stores without the pointer's alignment (the split-K workaround and C's columns)."""
+    partial_block = prob.m % variant.rows_per_block != 0
+    return not (variant.reduces and partial_block) and columns_aligned(prob.c, prob.ldc, variant.vec)
 
 
 def c_vector_stores(prob: "Problem", variant: Variant, c_ptr: int | None = None) -> bool:
@@ -384,10 +387,8 @@ def c_vector_stores(prob: "Problem", variant: Variant, c_ptr: int | None = None)
     so the cause is still open). The pipelined kernel's epilogue adds its partials the same way and
     gets the same treatment. C is m x n, small next to A, so scalar stores cost little.
     """
-    partial_block = prob.m % variant.rows_per_block != 0
-    if variant.reduces and partial_block:
-        return False
-    return prob.vec_ok(prob.c, prob.ldc, variant.vec, c_ptr)
+    ptr = prob.c.ptr if c_ptr is None else c_ptr
+    return c_stores_may_vectorise(prob, variant) and ptr % (variant.vec * prob.c.itemsize) == 0
 
 
 def _ptr(x: Any) -> int:
@@ -429,12 +430,9 @@ def allocator(A: Any, m: int, n: int) -> Callable[[], Any]:
 def launch_flags(prob: "Problem", variant: Variant) -> Callable[[int, int], tuple[int, int]]:
     """(a_ptr, c_ptr) -> (vector loads of A, vector stores of C) as 0/1: prob.vec_ok and
     c_vector_stores with everything but the two pointers' alignment worked out once."""
-    a, c = prob.a, prob.c
-    a_width, c_width = variant.vec * a.itemsize, variant.vec * c.itemsize
-    a_ld = prob.lda % variant.vec == 0 or a.cols == 1
-    c_ld = (prob.ldc % variant.vec == 0 or c.cols == 1) and not (
-        variant.reduces and prob.m % variant.rows_per_block != 0)
-    return lambda pa, pc: (int(a_ld and pa % a_width == 0), int(c_ld and pc % c_width == 0))
+    a_width, c_width = variant.vec * prob.a.itemsize, variant.vec * prob.c.itemsize
+    a_ld, c_ok = columns_aligned(prob.a, prob.lda, variant.vec), c_stores_may_vectorise(prob, variant)
+    return lambda pa, pc: (int(a_ld and pa % a_width == 0), int(c_ok and pc % c_width == 0))
 
 
 def bind(kind: str, A: Any, B: Any, out: Any, variant: str | Variant,
