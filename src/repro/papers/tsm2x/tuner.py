@@ -29,9 +29,9 @@ call against our bound launch (tsm2.bind) on the caller's operands, out as given
 variants are then re-timed against that call with interleaved batches (Tuner.choose's `confirm`),
 and ours runs only where a re-timed variant beats it by DISPATCH_MARGIN in every deciding regime and,
 unless the caller named the regime (`expect`), is no slower than it in the other (the guard): under
-the tuner's own measurement a choice is never slower than the fallback, warm or cold. (The first H100
-measurement of dispatch v2 found our kernel chosen from a cheaper path than the caller's: C
-preallocated, against cuBLAS into a column-major C, and on another B layout.)
+the tuner's own measurement a choice is never slower than the fallback, warm or cold. Timing another
+call than the caller's (C preallocated, cuBLAS into a column-major C, another B layout) can pick our
+kernel where the caller's call is faster.
 
 Timers are the caller's. `dispatch` uses back_to_back_time: calls issued back to back, host clock
 until the device is idle, so a call whose host cost exceeds its device time is charged for it (a
@@ -101,6 +101,11 @@ def deciding_regimes(nbytes: int, l2_bytes: int, expect: str | None = None) -> t
     return REGIMES
 
 
+def cublas_base(times_us: Mapping[str, Mapping[str, float]], regimes: Sequence[str]) -> dict[str, float]:
+    """Per regime, the faster cuBLAS route's time (1 us where none ran): what scores divide by."""
+    return {r: min((times_us[r][c] for c in CUBLAS if c in times_us[r]), default=1.0) for r in regimes}
+
+
 def decide(times_us: Mapping[str, Mapping[str, float]], regimes: Sequence[str], margin: float = 0.0,
            only: Sequence[str] | None = None, guard: Sequence[str] = ()) -> tuple[str, str | None, str]:
     """(choice, best_variant, best_cublas) from per-regime times (us) under the deciding regimes.
@@ -113,7 +118,7 @@ def decide(times_us: Mapping[str, Mapping[str, float]], regimes: Sequence[str], 
     (dispatch: the timed regimes that do not decide) ours must also be no slower than that route.
     """
     names = set.intersection(*(set(times_us.get(r, {})) for r in regimes))
-    base = {r: min((times_us[r][c] for c in CUBLAS if c in times_us[r]), default=1.0) for r in regimes}
+    base = cublas_base(times_us, regimes)
 
     def score(name: str) -> float:
         return max(times_us[r][name] / base[r] for r in regimes)
@@ -250,7 +255,7 @@ def promising_variants(times_us: Mapping[str, Mapping[str, float]], regimes: Seq
     best of each timed regime alone, in that order, without repeats."""
     timed = list(times_us)
     names = set.intersection(*(set(times_us[r]) for r in timed)) - set(CUBLAS)
-    base = {r: min((times_us[r][c] for c in CUBLAS if c in times_us[r]), default=1.0) for r in timed}
+    base = cublas_base(times_us, timed)
 
     def score(name: str, among: Sequence[str]) -> tuple[float, str]:
         return max(times_us[r][name] / base[r] for r in among), name
