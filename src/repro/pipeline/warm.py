@@ -254,12 +254,8 @@ def run_in_process(module: str, args: list[str]) -> None:
     """`python -m module args` in this process (the cold path), in a fresh ``__main__`` module as
     `python -m` runs it (an uncaught exception's traceback shows the same frames)."""
     import runpy
-    import types
 
-    main = types.ModuleType("__main__")
-    main.__dict__["__builtins__"] = __builtins__
-    sys.modules["__main__"] = main  # this module's functions keep their own globals
-    sys.argv = ["-m", *args]
+    _fresh_main(args)
     try:
         runpy._run_module_as_main(module, alter_argv=True)
     except (SystemExit, KeyboardInterrupt):
@@ -267,6 +263,18 @@ def run_in_process(module: str, args: list[str]) -> None:
     except BaseException as exc:  # noqa: BLE001 - as the interpreter: traceback, status 1
         sys.excepthook(type(exc), *_trimmed(exc))
         sys.exit(1)
+
+
+def _fresh_main(args: list[str]):
+    """A new, empty ``__main__`` module and sys.argv as `python -m` starts them (this module's
+    functions keep their own globals); returns the module."""
+    import types
+
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = __builtins__
+    sys.modules["__main__"] = main
+    sys.argv = ["-m", *args]
+    return main
 
 
 def _trimmed(exc: BaseException):
@@ -341,6 +349,12 @@ def run_warm(module: str, args: list[str]) -> bool:
             pending.append(signum)
 
     ignored = set(request["ignored"])
+
+    def restore_handlers():  # the cold process's: the job runs here after all
+        for sig in FORWARDED:
+            if int(sig) not in ignored:
+                signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+
     try:
         for sig in FORWARDED:
             if int(sig) not in ignored:
@@ -350,18 +364,14 @@ def run_warm(module: str, args: list[str]) -> bool:
     except (OSError, ValueError, ConnectionError) as exc:
         _debug(f"cold: the server failed ({exc!r})")
         sock.close()
-        for sig in FORWARDED:
-            if int(sig) not in ignored:
-                signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+        restore_handlers()
         for sig in pending:  # a signal before the child started: as if it came to the cold process
             os.kill(os.getpid(), sig)
         return False
     if not reply or "pid" not in reply:
         _debug(f"cold: the server refused ({reply and reply.get('error')})")
         sock.close()
-        for sig in FORWARDED:
-            if int(sig) not in ignored:
-                signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+        restore_handlers()
         return False
     state["started"] = True
     for sig in pending:
@@ -774,12 +784,8 @@ def run_as_main(module: str, args: list[str]) -> int:
     import runpy
     import threading
     import atexit
-    import types
 
-    main = types.ModuleType("__main__")
-    main.__dict__["__builtins__"] = __builtins__
-    sys.modules["__main__"] = main
-    sys.argv = ["-m", *args]
+    main = _fresh_main(args)
     interrupted = False
     try:
         runpy._run_module_as_main(module, alter_argv=True)
