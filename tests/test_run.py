@@ -204,3 +204,32 @@ def test_torch_cuda_version_is_read_without_importing_torch():
     from repro import machine
 
     assert machine.torch_cuda_version() == torch.version.cuda
+
+
+def test_a_killed_run_resumes_its_finished_stages(compose, tmp_path):
+    """Context.stage: the stages a killed run finished are taken up by the rerun (and named in its
+    record), a changed parameter makes them stale, and a finished run leaves none behind."""
+    entry, kill = "fake_experiments:staged", tmp_path / "kill_after"
+    kill.write_text("2")
+    with pytest.raises(RuntimeError, match="killed after part 1"):
+        execute(_cfg(compose, tmp_path, entry=entry))
+    kill.unlink()
+    assert sorted(p.name for p in (tmp_path / "stages").iterdir()) == ["part0.pkl", "part1.pkl"]
+    rec = records.read(execute(_cfg(compose, tmp_path, entry=entry)))
+    assert (tmp_path / "computed.txt").read_text().split() == ["0", "1", "2"]  # parts 0 and 1 not again
+    assert rec["metrics"]["total"] == 3.0
+    assert rec["tags"]["resumed"] == "stages from a killed run: part0, part1"
+    assert not (tmp_path / "stages").exists()
+    (tmp_path / "computed.txt").unlink()
+    kill.write_text("2")
+    other = _cfg(compose, tmp_path, entry=entry, params={"value": 2.0})
+    other.replace = True
+    with pytest.raises(RuntimeError):
+        execute(other)
+    kill.unlink()
+    (tmp_path / "stages" / "part0.pkl").write_bytes(b"torn")  # unreadable: computed again, not trusted
+    third = _cfg(compose, tmp_path, entry=entry, params={"value": 3.0})
+    third.replace = True
+    rec = records.read(execute(third))
+    assert rec["metrics"]["total"] == 9.0 and "resumed" not in rec["tags"]
+    assert (tmp_path / "computed.txt").read_text().split() == ["0", "1", "0", "1", "2"]  # stale and torn

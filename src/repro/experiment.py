@@ -22,6 +22,9 @@ from typing import Any, Callable
 import pandas as pd
 
 
+STAGES = "stages"  # Context.stage's folder under a run's out_dir
+
+
 class NeedsGPU(RuntimeError):
     """Raised when a GPU-only step runs on a machine without a CUDA GPU."""
 
@@ -38,6 +41,33 @@ class Context:
     gpus: int = 0  # CUDA GPUs this run holds (CUDA_VISIBLE_DEVICES lists them); 0 on the CPU
     results: Path = Path("results")  # the results root (inputs are below it; sweeps read their points there)
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("repro"))
+    stage_key: str = ""  # what a stage's value depends on (the runner's digest of params, scale, device, seed, code)
+    resumed: list[str] = field(default_factory=list)  # stages this run took from a killed run's files
+
+    def stage(self, name: str, compute: Callable[[], Any]) -> Any:
+        """compute(), saved under ``out_dir/stages/<name>.pkl`` so that a rerun of a killed run with
+        the same stage_key takes it from there instead (the name goes to ``resumed``). For the long
+        independent parts of one experiment (a graph, a matrix): a run cut off by a time limit
+        resumes where it stopped. The runner removes the stages once the record is written."""
+        import pickle
+
+        from repro.atomic import atomic_write
+
+        path = self.out_dir / STAGES / f"{name}.pkl"
+        if path.exists():
+            try:
+                saved = pickle.loads(path.read_bytes())
+            except Exception as exc:  # a torn or foreign file: computed again, not trusted
+                self.log.warning("stage %s: %s unreadable (%s): computing it again", name, path, exc)
+            else:
+                if isinstance(saved, dict) and saved.get("key") == self.stage_key:
+                    self.resumed.append(name)
+                    self.log.info("stage %s: taken from %s (a killed run of this configuration)", name, path)
+                    return saved["value"]
+        value = compute()
+        blob = pickle.dumps({"key": self.stage_key, "value": value})
+        atomic_write(path, lambda fh: fh.write(blob))
+        return value
 
     def progress(self, iterable, total: int | None = None, desc: str = ""):
         """Wrap an iterable with a progress bar on a terminal, plain log lines otherwise."""

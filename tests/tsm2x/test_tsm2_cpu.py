@@ -806,6 +806,27 @@ def test_route_key_separates_what_a_route_depends_on():
     assert tuner_mod.route_key("matmul", None, None, A, B, torch.zeros(7, 3)) != key
 
 
+@pytest.mark.parametrize("entry", ["dispatch", "matmul"])
+def test_a_route_found_before_the_array_types_are_bound_is_found_again(monkeypatch, tmp_path, entry):
+    """The first call of a process makes its key before route_key knows torch.Tensor (the general
+    form); its route must be stored under the key the next call makes (the flat form), else every
+    shape is resolved twice (found on an H100: dispatch's second call returned an equal, not the same, Choice)."""
+    import torch
+
+    monkeypatch.setattr(tuner_mod, "_TENSOR", tuner_mod._Unbound)
+    monkeypatch.setattr(tuner_mod, "_NDARRAY", tuner_mod._Unbound)
+    resolved = []
+    monkeypatch.setattr(tuner_mod, "_resolve", lambda *a: resolved.append(a) or (lambda A, B: A @ B, object()))
+    tuner = Tuner(None, "cpu")
+    A, B = torch.ones(64, 32), torch.ones(32, 4)
+    call = ((lambda: tuner_mod.dispatch("r", A, B, tuner=tuner)) if entry == "dispatch"
+            else (lambda: tuner_mod.matmul(A, B, tuner=tuner)))
+    first, second = call(), call()
+    assert len(resolved) == 1 and len(tuner.routes) == 1
+    if entry == "dispatch":
+        assert first[1] is second[1]
+
+
 def test_summarize_dispatch_reads_the_cupy_callers_own_fallbacks():
     rows = []
     for i, (fb, fb_cupy) in enumerate(((True, False), (False, True), (False, True))):

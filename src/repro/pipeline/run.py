@@ -21,8 +21,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import hashlib
+import inspect
 import json
 import logging
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -37,7 +40,7 @@ from repro import layout, machine, records, sweep
 from repro.pipeline import provenance
 from repro.pipeline.gpu_slots import claim_gpus, gpu_source, visible_gpus
 from repro.pipeline.scale import param_layers, resolve_scale
-from repro.experiment import Context, NeedsGPU, cuda_available, load_entry
+from repro.experiment import STAGES, Context, NeedsGPU, cuda_available, load_entry
 
 CONFIG_DIR = layout.config_dir()
 log = logging.getLogger("repro")
@@ -237,7 +240,7 @@ def execute(cfg: DictConfig, overrides=()) -> Path:
         raise NeedsGPU(f"experiment {exp_cfg.paper}/{exp_cfg.name}: {gpu_source()} give {held} GPU(s) "
                        "but torch sees no CUDA device (a CPU-only torch build?)")
     ctx = Context(out_dir=out_dir, scale=scale, device=device, seed=cfg.seed, inputs=inputs, log=log,
-                  gpus=held, results=Path(cfg.results))
+                  gpus=held, results=Path(cfg.results), stage_key=stage_key(record, spec, device))
     out_dir.mkdir(parents=True, exist_ok=True)
     log.info("running %s/%s at %s scale on %s", exp_cfg.paper, exp_cfg.name, scale, device)
     t0 = time.monotonic()
@@ -265,11 +268,22 @@ def execute(cfg: DictConfig, overrides=()) -> Path:
         artifacts={k: str(Path(v).relative_to(out_dir) if Path(v).is_relative_to(out_dir) else v)
                    for k, v in result.artifacts.items()},
     )
+    if ctx.resumed:
+        record["tags"].setdefault("resumed", "stages from a killed run: " + ", ".join(ctx.resumed))
     write_hydra_copy(out_dir, cfg, overrides)
     path = records.write(out_dir, record)
+    shutil.rmtree(out_dir / STAGES, ignore_errors=True)  # the record holds them now: a rerun computes again
     log.info("%s/%s done in %.1fs: %s", exp_cfg.paper, exp_cfg.name, record["duration_s"],
              ", ".join(f"{k}={v:.4g}" for k, v in list(record["metrics"].items())[:8]))
     return path
+
+
+def stage_key(record: dict, spec, device: str) -> str:
+    """What a Context.stage value depends on: the parameters, scale, seed, inputs and device of the run and the
+    source of the experiment's module (an edit there makes a killed run's stages stale)."""
+    src = provenance.source_digest(Path(inspect.getfile(spec.fn)))
+    what = [record["params"], record["scale"], record["seed"], record["inputs"], device, src]
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
 def _fail(message: str, code: int = 2) -> int:

@@ -226,6 +226,15 @@ def gnn(p: GnnParams, ctx: Context) -> Result:
         torch.set_num_threads(threads)
 
 
+def _graph_rows(name: str, i: int, p: GnnParams, ctx: Context, gpu: bool, peak: float) -> tuple[list[dict], list[dict]]:
+    """One graph's accuracy rows and epoch-time rows (a stage: a run killed after it keeps them)."""
+    g = graphlib.dataset_graph(name, p.graph_scale, seed=ctx.seed + i, gamma=p.gamma, p_in=p.p_in, signal=p.signal)
+    batches = make_batches(g, p, ctx.device, ctx.seed + i)
+    acc = accuracy_rows(g, batches, p, "gpu" if gpu else "twin", ctx.seed) if name in p.accuracy_graphs else []
+    times = epoch_times(g, batches, p, peak, ctx.seed) if gpu and name in p.graphs else []
+    return acc, times
+
+
 def _gnn(p: GnnParams, ctx: Context, gpu: bool) -> Result:
     names = list(dict.fromkeys([*p.accuracy_graphs, *(p.graphs if gpu else [])]))
     acc, times, peak = [], [], math.nan
@@ -234,13 +243,9 @@ def _gnn(p: GnnParams, ctx: Context, gpu: bool) -> Result:
 
         peak = bmma.peak_tops(kernels_dir=ctx.inputs.get("kernels"))["peak_b1_tops"]
     for i, name in enumerate(ctx.progress(names, desc="graphs")):
-        g = graphlib.dataset_graph(name, p.graph_scale, seed=ctx.seed + i, gamma=p.gamma, p_in=p.p_in, signal=p.signal)
-        batches = make_batches(g, p, ctx.device, ctx.seed + i)
-        if name in p.accuracy_graphs:
-            acc += accuracy_rows(g, batches, p, "gpu" if gpu else "twin", ctx.seed)
-        if gpu and name in p.graphs:
-            times += epoch_times(g, batches, p, peak, ctx.seed)
-        del batches
+        graph_acc, graph_times = ctx.stage(name, lambda i=i, name=name: _graph_rows(name, i, p, ctx, gpu, peak))
+        acc += graph_acc
+        times += graph_times
     metrics: dict[str, float] = {}
     tables = {"accuracy": pd.DataFrame(acc)}
     a = tables["accuracy"]

@@ -531,15 +531,18 @@ _TENSOR: type = _Unbound
 _NDARRAY: type = _Unbound
 
 
-def _bind_array_types() -> None:
+def _bind_array_types() -> bool:
     """Let route_key recognise torch tensors and CuPy arrays once their library is imported (no
-    import here)."""
+    import here); True where that changed route_key's keys (a route stored under the key made before
+    would not be found by the next call's: dispatch and matmul make the key again)."""
     global _TENSOR, _NDARRAY
+    before = (_TENSOR, _NDARRAY)
     torch, cupy = sys.modules.get("torch"), sys.modules.get("cupy")
     if torch is not None:
         _TENSOR = torch.Tensor
     if cupy is not None and isinstance(getattr(cupy, "ndarray", None), type):
         _NDARRAY = cupy.ndarray
+    return (_TENSOR, _NDARRAY) != before
 
 
 def call_path(prob: tsm2.Problem, lib: str, out_given: bool) -> str:
@@ -624,8 +627,10 @@ def dispatch(kind: str, A: Any, B: Any, out: Any = None, *, tuner: Tuner, expect
     row-major, where out is None). `timing` goes to back_to_back_time."""
     sig = route_key(kind, expect, kernels_dir, A, B, out)
     route = tuner.routes.get(sig)
+    if route is None and _bind_array_types():  # the hot path's flat key, now that it can be made
+        sig = route_key(kind, expect, kernels_dir, A, B, out)
+        route = tuner.routes.get(sig)
     if route is None:
-        _bind_array_types()
         route = tuner.routes[sig] = _resolve(kind, A, B, out, expect, tuner, kernels_dir, timing)
     run, choice = route
     return (run(A, B) if out is None else run(A, B, out)), choice
@@ -663,8 +668,10 @@ def matmul(A: Any, B: Any, out: Any = None, *, expect: str | None = None, tuner:
         tuner = default_tuner()
     sig = route_key("matmul", expect, kernels_dir, A, B, out)
     route = tuner.routes.get(sig)
+    if route is None and _bind_array_types():
+        sig = route_key("matmul", expect, kernels_dir, A, B, out)
+        route = tuner.routes.get(sig)
     if route is None:
-        _bind_array_types()
         if expect not in (None, *REGIMES):  # a caller's mistake, not operands for the library's matmul
             raise ValueError(f"expect must be one of {REGIMES} or None, got {expect!r}")
         kind = "l" if A.shape[-1] <= tsm2.MAX_K_L else "r"
