@@ -2,7 +2,8 @@
 
 A profile of banded_1e5 on an H100 (docs/gpu-notes.md, session 22) put two thirds of v3's and v4's
 warp time in the "sleeping" stall: the polls' back-off (kernels/sptrsv.cu ``back_off``: doubling from
-16-32 ns up to ``solve.MAX_SLEEP_NS``, 256 ns, an assumed value). A warp that sleeps past the moment
+16-32 ns up to ``solve.MAX_SLEEP_NS``: 256 ns, assumed, until this benchmark's H100 runs set it to
+2048 ns in session 23). A warp that sleeps past the moment
 its input is released loses up to that much per dependency on the critical path; one that sleeps
 too little takes issue slots and L2 bandwidth from the warps it waits for. This benchmark times the
 same solvers on the same matrices at several caps, side by side in one run, each solve checked

@@ -52,7 +52,12 @@ METHODS = ("cusparse", "levelset", "syncfree_warp", "syncfree_thread", "syncfree
            "syncfree_pull", "syncfree_v3", "syncfree_v4")
 BLOCKS_PER_SM = 8  # 2048 resident threads per SM on Hopper at 256 a block (the v2 kernels use <= 32 registers)
 V4_BLOCKS_PER_SM = 6  # v4 uses 40 registers (sptrsv.cu V4_BLOCKS_PER_SM, its launch bound): 1536 threads an SM
-MAX_SLEEP_NS = 256  # the longest __nanosleep of a waiting v2 row (a quarter of a hop): assumed
+# The longest __nanosleep of a waiting row's back-off (sptrsv.cu back_off). 2048 ns: measured, not
+# assumed (256 was): on an H100 it was the best of six caps (256-16384 ns) for six of the nine (solver,
+# matrix) pairs of pull, v3 and v4 on banded_1e5, poisson2d_1000 and powerlaw_1e6, within 3 % for two
+# and 15 % for one, 0.44-0.93x the time at 256 ns; from 4096 ns on the cross-chunk matrix slows (benchmarks/sptrsv_backoff.py; its records
+# benchmarks/records/sptrsv_backoff*_h100.json; docs/gpu-notes.md, session 23).
+MAX_SLEEP_NS = 2048
 WARP_ROW_NNZ = 16.0  # level-set rows this long on average get a warp each, shorter ones a thread
 
 
