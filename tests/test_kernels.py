@@ -40,3 +40,58 @@ def test_the_module_cache_follows_the_folder_the_variable_names(monkeypatch, tmp
     monkeypatch.setenv("REPRO_KERNELS_DIR", str(tmp_path / "b"))
     assert kernels.module("k", 0) == str(tmp_path / "b" / "k.cubin")
     assert loads == [str(tmp_path / "a" / "k.cubin"), str(tmp_path / "b" / "k.cubin")]
+
+
+def _fake_driver(monkeypatch):
+    """A cupy.cuda.driver stand-in whose launchKernel reads the argument block as the driver would:
+    the array of pointers, each to its argument's bytes."""
+    import ctypes
+    import sys
+    import types
+
+    launched = []
+
+    def launchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        launched.append(dict(f=f, grid=(gx, gy, gz), block=(bx, by, bz), shared=shared, stream=stream,
+                             extra=extra, params=params))
+
+    driver = types.SimpleNamespace(launchKernel=launchKernel)
+    cuda = types.SimpleNamespace(driver=driver)
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
+    monkeypatch.setitem(sys.modules, "cupy.cuda", cuda)
+    return launched, ctypes
+
+
+def test_a_launch_passes_its_argument_block_and_the_rewritten_slots(monkeypatch):
+    import numpy as np
+
+    launched, ctypes = _fake_driver(monkeypatch)
+    fn = type("Fn", (), {"ptr": 4242})()
+    args = (np.int32(-7), np.uint32(3_000_000_000), np.int64(-(2**40)), np.uint64(2**63 + 5), np.float32(0.5),
+            np.float64(-2.25))
+    launch = kernels.Launch(fn, (3, 2), (128,), args, shared_mem=1024)
+    assert launch.values() == [-7, 3_000_000_000, -(2**40), 2**63 + 5, 0.5, -2.25]
+    launch.slots[3].value = 0xDEAD_BEEF_0000
+    launch.slots[0].value = True  # a flag given as a bool
+    launch(77)
+    (call,) = launched
+    assert (call["f"], call["grid"], call["block"], call["shared"], call["stream"], call["extra"]) == (
+        4242, (3, 2, 1), (128, 1, 1), 1024, 77, 0)
+    pointers = (ctypes.c_void_p * 6).from_address(call["params"])  # what cuLaunchKernel reads
+    read = [ctypes.c_int32, ctypes.c_uint32, ctypes.c_int64, ctypes.c_uint64, ctypes.c_float, ctypes.c_double]
+    assert [t.from_address(p).value for t, p in zip(read, pointers)] == [
+        1, 3_000_000_000, -(2**40), 0xDEAD_BEEF_0000, 0.5, -2.25]
+
+
+def test_a_launch_refuses_arguments_it_cannot_pass(monkeypatch):
+    import numpy as np
+
+    _fake_driver(monkeypatch)
+    with pytest.raises(TypeError, match=r"1: int16, 2: object"):
+        kernels.Launch(type("Fn", (), {"ptr": 1})(), (1,), (32,), (np.int32(1), np.int16(2), object()))
+
+
+def test_function_pointer_reads_a_raw_kernel_or_a_function():
+    kernel = type("Function", (), {"ptr": 99})()
+    assert kernels.function_pointer(type("RawKernel", (), {"kernel": kernel})()) == 99
+    assert kernels.function_pointer(kernel) == 99

@@ -99,11 +99,11 @@ def bind(a: DevicePlanes, b: DevicePlanes, out=None, skip_zero_tiles: bool = Tru
             np.int32(m_tiles), np.int32(n_tiles), np.int32(k_tiles), np.uint64(out.data_ptr()),
             np.int32(m), np.int32(n), np.int64(out.stride(0)), np.int32(bool(skip_zero_tiles)),
             np.uint64(counters.data_ptr() if counters is not None else 0))
-    cuda_device = cupy.cuda.Device(device)
+    with cupy.cuda.Device(device):
+        bound = kernels.Launch(fn, grid, block, args)  # the arguments fixed: a call is one cuLaunchKernel
 
     def launch():
-        with cuda_device, kernels.launch_stream(True, device):
-            fn(grid, block, args)
+        bound.start(True, device)
     return launch, out
 
 

@@ -460,19 +460,26 @@ def bind(kind: str, A: Any, B: Any, out: Any, variant: str | Variant,
     head = (np.int32(m), np.int32(n), np.int32(prob.k))
     lda, bstrides, ldc = np.int64(prob.lda), (np.int64(b.row_stride), np.int64(b.col_stride)), np.int64(prob.ldc)
     grid, block = variant.grid(m, kernels.sm_count(device)), (variant.threads, 1, 1)
-    shared, torch_operands = variant.shared_bytes, a.lib == "torch"
+    torch_operands = a.lib == "torch"
     alloc, flags = allocator(A, m, n), launch_flags(prob, variant)
     ptr_a, ptr_b, ptr_c = (pointer_getter(x.lib) for x in (a, b, prob.c))
-    u64, i32, Device, stream = np.uint64, np.int32, cupy.cuda.Device, kernels.launch_stream
+    zero, off = np.uint64(0), np.int32(0)
+    with cupy.cuda.Device(device):
+        launch = kernels.Launch(fn, grid, block, head + (zero, lda, zero) + bstrides + (zero, ldc, off, off),
+                                variant.shared_bytes)
+    # the slots a call rewrites: A, B and C's pointers (3, 5, 8) and the vector-access flags (10, 11)
+    slot_a, slot_b, slot_c, slot_va, slot_vc = (launch.slots[i] for i in (3, 5, 8, 10, 11))
+    lock, start = launch.lock, launch.start
 
     def run(A2: Any, B2: Any, out2: Any = None) -> Any:
         if out2 is None:
             out2 = alloc()
         pa, pc = ptr_a(A2), ptr_c(out2)
         vec_a, vec_c = flags(pa, pc)
-        args = head + (u64(pa), lda, u64(ptr_b(B2))) + bstrides + (u64(pc), ldc, i32(vec_a), i32(vec_c))
-        with Device(device), stream(torch_operands, device):
-            fn(grid, block, args, shared_mem=shared)
+        with lock:
+            slot_a.value, slot_b.value, slot_c.value = pa, ptr_b(B2), pc
+            slot_va.value, slot_vc.value = vec_a, vec_c
+            start(torch_operands, device)
         return out2
 
     return run
