@@ -51,3 +51,23 @@ def time_cpu(fn: Callable[[], object], warmup: int = 1, repeats: int = 5) -> Tim
         fn()
         samples.append(time.perf_counter() - t0)
     return _summary(samples)
+
+
+def cuda_graph(fn: Callable[[], object], warmup: int = 3) -> tuple[Callable[[], None], object]:
+    """fn() captured as a CUDA graph, after `warmup` calls on a side stream (what lazy initialisation,
+    cuBLAS workspaces and the allocator need before a capture): (replay, fn's output in the graph's
+    memory, which each replay rewrites). A replay costs one launch of host time, so a timing of it
+    is the device's time for fn's kernels. Raises what the capture raises (a library that cannot be
+    captured); the caller decides whether to time eagerly instead."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph.replay, out

@@ -169,9 +169,11 @@ def test_the_kernel_runs_on_torchs_current_stream(kdir):
 
     dev = torch.cuda.current_device()
     assert kernels.launch_stream(True, dev).ptr == torch.cuda.current_stream().cuda_stream
+    assert kernels.stream_handle(True, dev) == torch.cuda.current_stream().cuda_stream  # kernels.Launch's
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
         assert kernels.launch_stream(True, dev).ptr == side.cuda_stream
+        assert kernels.stream_handle(True, dev) == side.cuda_stream
 
 
 @pytest.mark.parametrize("on_side_stream", [False, True])
@@ -188,3 +190,22 @@ def test_products_order_with_torch_work_queued_around_them(kdir, on_side_stream)
         c = bmma.int_matmul(qa, 2, qb, 2, kernels_dir=kdir).to(torch.float64) + big[:90, :16].sum() * 0
     stream.synchronize()
     assert torch.equal(c, qa.double() @ qb.double())
+
+
+def test_the_epoch_replays_as_one_cuda_graph(kdir, monkeypatch):
+    """gnn's graph paths: the QGCN epoch (bmma launched through kernels.Launch on torch's capture
+    stream) and the cuSPARSE one are captured, replay to the eager outputs, and are timed."""
+    import math
+
+    from repro.data import graphs as graphlib
+    from repro.papers.qgtc import gnn
+
+    monkeypatch.setenv("REPRO_KERNELS_DIR", str(kdir))
+    p = gnn.GnnParams(graph_scale=0.01, parts=8, clusters_per_batch=2, time_epochs=2)
+    g = graphlib.dataset_graph("artist", p.graph_scale, seed=0, gamma=p.gamma, p_in=p.p_in, signal=p.signal)
+    rows = {r["path"]: r for r in gnn.epoch_times(g, gnn.make_batches(g, p, "cuda", 0), p, 1.0, 0)}
+    for name in gnn.GRAPHED:
+        graph = rows[f"{name}_graph"]
+        assert math.isfinite(graph["t_ms"]) and graph["note"].startswith("one CUDA graph"), graph
+        assert float(graph["note"].rsplit(" ", 1)[1]) <= 1e-4, graph["note"]
+

@@ -49,7 +49,7 @@ from repro import records
 from repro.papers.clicktrain.experiment import PrunedModel, load_pruned
 from repro.papers.clicktrain.masks import nm_violations
 from repro.experiment import Context, NeedsGPU, Result, experiment
-from repro.timing import time_cpu, time_cuda
+from repro.timing import cuda_graph, time_cpu, time_cuda
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 NAN = float("nan")
@@ -196,16 +196,7 @@ class _Bench:
     def graph(self, fn, x: torch.Tensor):
         """``fn(x)`` captured as a CUDA graph: (replay, its output)."""
         static = x.clone()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                fn(static)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            out = fn(static)
-        return graph.replay, out
+        return cuda_graph(lambda: fn(static))
 
 
 def _arms(p: InferenceParams, ctx: Context) -> dict[str, PrunedModel]:

@@ -96,19 +96,13 @@ def _gpu(p: GemmParams, ctx: Context) -> Result:
     def timed(fn) -> float:
         """Seconds per call: `calls` back-to-back calls captured in a CUDA graph, the graph replayed
         (no host cost in the time: a 4096 x 4096 x 64 GEMM takes microseconds, less than a Python call)."""
-        from repro.timing import time_cuda
+        from repro.timing import cuda_graph, time_cuda
 
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(p.warmup):
-                fn()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        def calls():
             for _ in range(p.calls):
                 fn()
-        return time_cuda(graph.replay, warmup=p.warmup, repeats=p.repeats).median_s / p.calls
+        replay, _ = cuda_graph(calls, warmup=max(1, -(-p.warmup // p.calls)))
+        return time_cuda(replay, warmup=p.warmup, repeats=p.repeats).median_s / p.calls
 
     rows = []
 

@@ -49,7 +49,7 @@ from repro.experiment import Context, Result, experiment
 from repro.papers.sparse_gemm import patterns
 from repro.papers.sparse_gemm.packing import Packed, pack
 from repro.papers.sparse_gemm.tuner import Tuner, shape_key, tolerance
-from repro.timing import time_cpu, time_cuda
+from repro.timing import cuda_graph, time_cpu, time_cuda
 
 MIB = 1 << 20
 METHODS = ("dense", "ideal", "identity", "nm24", "bsr", "csr", "tw", "sbw", "tvw", "tvw_dense_mma")
@@ -132,15 +132,7 @@ class Timer:
 
         fn, how = run, "eager queue"
         try:
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                run()
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                run()
-            fn, how = graph.replay, "CUDA graph"
+            fn, how = cuda_graph(run, warmup=1)[0], "CUDA graph"
         except Exception as exc:  # some libraries cannot be captured: time the queue instead
             torch.cuda.synchronize()
             how = f"eager queue ({type(exc).__name__} in capture)"
