@@ -1,7 +1,7 @@
 """tSparse on a GPU: the compiled Triton kernel and the mma.sync kernel against the NumPy twin for
-every group length and both dtypes, the product against SciPy, and tsparse/spgemm end to end at a
-tiny size with cuSPARSE and torch beside it. Kernels come from $REPRO_KERNELS_DIR or are compiled
-here with nvcc."""
+every group length and both dtypes, the output-bitmap kernel against the torch path, the product
+against SciPy, and tsparse/spgemm end to end at a tiny size with cuSPARSE and torch beside it.
+Kernels come from $REPRO_KERNELS_DIR or are compiled here with nvcc."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from repro.data import matrices as M  # noqa: E402
 from repro.experiment import Context  # noqa: E402
 from repro.papers.tsparse import mma, spgemm, tile_mma, twin  # noqa: E402
 from repro.papers.tsparse.experiment import SpgemmParams, spgemm_bench  # noqa: E402
+from repro.papers.tsparse.tiles import csr_tensors, symbolic, tile  # noqa: E402
 from conftest import built_kernels  # noqa: E402
 from test_tile_mma import synthetic_pairs  # noqa: E402
 
@@ -40,6 +41,14 @@ def test_both_kernels_match_the_twin(dtype, kernels_dir):
     for got in (tile_mma.tile_products(a.cuda(), b.cuda(), pairs_gpu),
                 mma.tile_products(a.cuda(), b.cuda(), pairs_gpu, kernels_dir)):
         np.testing.assert_allclose(got.cpu().numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_symbolic_bitmap_kernel_matches_the_torch_path():
+    A = M.rmat(10, edge_factor=4, seed=2)  # skewed groups: lanes of one program end far apart
+    t = tile(*csr_tensors(A, "cuda"), A.shape)
+    got, want = symbolic(t, t), symbolic(t, t, bitmaps="torch")
+    assert got.n_out == want.n_out and torch.equal(got.group_ptr, want.group_ptr)
+    assert torch.equal(got.out_bits, want.out_bits)
 
 
 @pytest.mark.parametrize("how", ["triton", "mma"])

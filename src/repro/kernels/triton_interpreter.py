@@ -17,6 +17,18 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+def without_gpu() -> None:
+    """Where torch sees no CUDA GPU, run Triton kernels in the interpreter (TRITON_INTERPRET=1 unless
+    already set) with the bf16 fixes of :func:`patch`. A kernel module calls this before it imports
+    Triton: the interpreter is chosen when ``@triton.jit`` runs."""
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    if interpreting():
+        patch()
+
+
 def bf16_bits_to_f32(bits: np.ndarray) -> np.ndarray:
     return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
 

@@ -9,28 +9,23 @@ tile; the off-diagonal quadrants mix pairs and are dropped. Half of the MMA's wo
 paper's Volta wmma m16n16k16 has the same shape problem). A pair index past the group's end loads
 zeros. Each program adds its two diagonal quadrants and stores the 8x8 fp32 tile.
 
-Without a CUDA GPU the module runs the kernel in Triton's interpreter (TRITON_INTERPRET=1 is set
-before Triton loads, with the bf16 fix of :mod:`repro.kernels.triton_interpreter`): slow, for
-correctness on small shapes.
+Without a CUDA GPU the module runs the kernel in Triton's interpreter
+(:func:`repro.kernels.triton_interpreter.without_gpu`, with its bf16 fix): slow, for correctness on
+small shapes.
 """
 
 from __future__ import annotations
 
-import os
-
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+from repro.kernels import triton_interpreter
+
+triton_interpreter.without_gpu()
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from repro.kernels import triton_interpreter  # noqa: E402
 from repro.papers.tsparse.tiles import T, Pairs  # noqa: E402
-
-if triton_interpreter.interpreting():
-    triton_interpreter.patch()
 
 DTYPES = (torch.float16, torch.bfloat16)
 PAIRS_PER_DOT = 4  # four 8x8 pairs fill the 16x16x16 MMA's diagonal quadrants

@@ -9,11 +9,13 @@ Elec. Eng. 88, 2020): a sparse matrix cut into 8x8 tiles, only the non-empty one
   bitmaps say the 8x8 product is structurally zero); the pairs sorted by output tile (i, j), so
   each output tile's pairs are one contiguous group (``group_ptr``); each output tile's bitmap is
   the OR over its pairs of the boolean 8x8 products of the bitmaps. An ESC (expand, sort, compress)
-  over tiles in torch: one code for the CPU and the GPU.
+  over tiles in torch, one code for the CPU and the GPU, but for the bitmaps: on a GPU one Triton
+  launch (:mod:`repro.papers.tsparse.symbolic_kernels`), elsewhere torch (:func:`_torch_out_bits`,
+  also the kernel's reference).
 - :func:`assemble`: the output tiles (fp32 values, their bitmaps) back to CSR, entries in row and
   column order, the structural pattern kept (an entry whose products cancel stays, as zero).
 
-All torch, on whatever device the inputs are; nothing here imports Triton or CuPy.
+All torch, on whatever device the inputs are; Triton is imported only for ``bitmaps="triton"``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import torch
 
 T = 8  # the tile edge: the paper's 8x8 tiles (one 64-bit bitmap each)
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
-_BIT = 2 ** torch.arange(T)  # bit c of a row byte is column c
+BITMAPS = ("triton", "torch")  # how symbolic forms the output bitmaps
 
 
 @dataclass
@@ -75,24 +77,36 @@ def tile(indptr: torch.Tensor, indices: torch.Tensor, data: torch.Tensor, shape:
     vals[slot] = data.to(torch.float32)
     occupied = torch.zeros(keys.numel() * T * T, dtype=torch.bool, device=dev)
     occupied[slot] = True
-    bits = (occupied.view(-1, T, T).to(torch.int64) * _BIT.to(dev)).sum(-1).to(torch.uint8)
+    bits = _pack_bits(occupied.view(-1, T, T))
     trow = keys // ntc
     ptr = torch.zeros(ntr + 1, dtype=torch.int64, device=dev)
     ptr[1:] = torch.cumsum(torch.bincount(trow, minlength=ntr), 0)
     return Tiled((m, n), ptr, trow, keys % ntc, bits, vals.view(-1, T, T).to(dtype), int(indices.numel()))
 
 
+def _pack_bits(flags: torch.Tensor) -> torch.Tensor:
+    """(..., 8) bool -> (...) uint8, bit c set where flag c is (the shifts made on the device: a
+    host tensor moved there would cost a copy and a sync)."""
+    return (flags.to(torch.int64) << torch.arange(T, device=flags.device)).sum(-1).to(torch.uint8)
+
+
+def _words(bits: torch.Tensor) -> torch.Tensor:
+    """(n, 8) uint8 row bytes as n int64 words, byte r at bits 8r..8r+7."""
+    return bits.contiguous().view(torch.int64).view(-1)
+
+
 def _or_rows(bits: torch.Tensor) -> torch.Tensor:
-    """The OR of each tile's 8 row bytes: its occupied columns."""
-    out = torch.zeros(bits.shape[0], dtype=torch.uint8, device=bits.device)
-    for r in range(T):
-        out |= bits[:, r]
-    return out
+    """The OR of each tile's 8 row bytes, its occupied columns: the word folded onto its low byte in
+    three shift-ORs (int64; the bits above the low byte are not cleared)."""
+    w = _words(bits)
+    for s in (32, 16, 8):
+        w = w | (w >> s)
+    return w
 
 
 def _nonempty_rows(bits: torch.Tensor) -> torch.Tensor:
     """A byte per tile, bit r set where row r has an entry."""
-    return ((bits != 0).to(torch.int64) * _BIT.to(bits.device)).sum(-1).to(torch.uint8)
+    return _pack_bits(bits != 0)
 
 
 def _segment_or(row_bytes: torch.Tensor, group: torch.Tensor, n_groups: int) -> torch.Tensor:
@@ -130,39 +144,54 @@ class Pairs:
         return int(self.out_row.numel())
 
 
-def symbolic(A: Tiled, B: Tiled) -> Pairs:
-    """The tile pattern product of A and B, its task list grouped by output tile, and the output
-    tiles' bitmaps."""
-    if A.shape[1] != B.shape[0]:
-        raise ValueError(f"inner dimensions differ: A is {A.shape}, B is {B.shape}")
-    dev = A.ptr.device
-    # expand: every A tile (i, k) meets every B tile of tile row k
-    per_a = B.ptr[A.col + 1] - B.ptr[A.col]
-    pa = torch.repeat_interleave(torch.arange(A.n_tiles, device=dev), per_a)
-    start = torch.cumsum(per_a, 0) - per_a
-    pb = B.ptr[A.col[pa]] + torch.arange(pa.numel(), device=dev) - start[pa]
-    candidates = int(pa.numel())
-    # the bitmap test: A's occupied columns against B's occupied rows
-    keep = (_or_rows(A.bits)[pa] & _nonempty_rows(B.bits)[pb]) != 0
-    pa, pb = pa[keep], pb[keep]
-    # sort by output tile, compress into groups
-    ntc = B.tile_shape[1]
-    key = A.row[pa] * ntc + B.col[pb]
-    key, order = torch.sort(key, stable=True)
-    pa, pb = pa[order], pb[order]
-    out_key, counts = torch.unique_consecutive(key, return_counts=True)
-    group_ptr = torch.zeros(out_key.numel() + 1, dtype=torch.int64, device=dev)
-    group_ptr[1:] = torch.cumsum(counts, 0)
-    # each output tile's bitmap: row byte r = OR over pairs, over k in A's row r, of B's row byte k
-    a_bits, b_bits = A.bits[pa], B.bits[pb]
+def _torch_out_bits(a_bits: torch.Tensor, b_bits: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """(n_out, 8) uint8: each output tile's bitmap from its pairs' (P, 8) A and B bitmaps, grouped
+    by output tile (``counts`` pairs each): row byte r = OR over the pairs, over the bits k of A's
+    row byte r, of B's row byte k. 8 steps over the pairs, then :func:`_segment_or`."""
     prod = torch.zeros_like(a_bits)
     for k in range(T):
         has_k = ((a_bits >> k) & 1).bool()
         prod |= torch.where(has_k, b_bits[:, k:k + 1], torch.zeros_like(b_bits[:, :1]))
-    group = torch.repeat_interleave(torch.arange(out_key.numel(), device=dev), counts)
-    out_bits = _segment_or(prod, group, out_key.numel())
-    return Pairs((A.shape[0], B.shape[1]), pa.to(torch.int32), pb.to(torch.int32), group_ptr.to(torch.int32),
-                 out_key // ntc, out_key % ntc, out_bits, candidates)
+    group = torch.repeat_interleave(torch.arange(counts.numel(), device=a_bits.device), counts)
+    return _segment_or(prod, group, counts.numel())
+
+
+def symbolic(A: Tiled, B: Tiled, bitmaps: str | None = None) -> Pairs:
+    """The tile pattern product of A and B, its task list grouped by output tile, and the output
+    tiles' bitmaps, formed by ``bitmaps``: "triton" (one launch; the default on a CUDA device) or
+    "torch" (the default elsewhere). Three host syncs, each for a size: the candidate pairs, the
+    pairs kept, the output tiles."""
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"inner dimensions differ: A is {A.shape}, B is {B.shape}")
+    dev = A.ptr.device
+    bitmaps = bitmaps or ("triton" if dev.type == "cuda" else "torch")
+    if bitmaps not in BITMAPS:
+        raise ValueError(f"symbolic: unknown bitmaps {bitmaps!r}; choose from {', '.join(BITMAPS)}")
+    # expand: every A tile (i, k) meets every B tile of tile row k; its pairs take B's tiles in order
+    first = B.ptr[A.col]
+    per_a = B.ptr[A.col + 1] - first
+    pa = torch.repeat_interleave(torch.arange(A.n_tiles, device=dev), per_a)
+    candidates = int(pa.numel())
+    to_b = first - (torch.cumsum(per_a, 0) - per_a)  # pair index -> B tile index, per A tile
+    pb = torch.arange(candidates, device=dev) + to_b[pa]
+    # the bitmap test: A's occupied columns against B's occupied rows
+    kept = torch.nonzero(_or_rows(A.bits)[pa] & _nonempty_rows(B.bits)[pb]).view(-1)
+    pa, pb = pa[kept], pb[kept]
+    # sort by output tile, compress into groups
+    ntc = B.tile_shape[1]
+    key, order = torch.sort(A.row[pa] * ntc + B.col[pb], stable=True)
+    pa, pb = pa[order], pb[order]
+    out_key, counts = torch.unique_consecutive(key, return_counts=True)
+    group_ptr = torch.nn.functional.pad(torch.cumsum(counts, 0, dtype=torch.int32), (1, 0))
+    pa32, pb32 = pa.to(torch.int32), pb.to(torch.int32)
+    if bitmaps == "triton":
+        from repro.papers.tsparse import symbolic_kernels
+
+        out_bits = symbolic_kernels.out_bits(A.bits, B.bits, pa32, pb32, group_ptr)
+    else:
+        out_bits = _torch_out_bits(A.bits[pa], B.bits[pb], counts)
+    return Pairs((A.shape[0], B.shape[1]), pa32, pb32, group_ptr, out_key // ntc, out_key % ntc, out_bits,
+                 candidates)
 
 
 def assemble(pairs: Pairs, out_vals: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
