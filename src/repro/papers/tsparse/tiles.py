@@ -196,17 +196,28 @@ def symbolic(A: Tiled, B: Tiled, bitmaps: str | None = None) -> Pairs:
 
 def assemble(pairs: Pairs, out_vals: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """CSR (indptr int64, indices int64, data float32) of the product from its output tiles'
-    values (n_out, 8, 8) and the bitmaps: every structural entry, in row then column order."""
+    values (n_out, 8, 8) and the bitmaps: every structural entry, in row then column order.
+
+    The output tiles are in (tile row, tile column) order, so CSR order is, tile row by tile row,
+    row r of every tile of that row in turn: the row bytes are permuted into that order first (the
+    j-th of tile row i's n_i tiles puts its byte r at 8 ptr[i] + r n_i + j) and the entries then
+    come out of one nonzero already sorted, with no sort over the entries and one host sync (their
+    number)."""
     dev = out_vals.device
-    m = pairs.shape[0]
-    shifts = torch.arange(T, dtype=torch.uint8, device=dev)
-    set_bits = ((pairs.out_bits[:, :, None] >> shifts) & 1).bool()  # (n_out, r, c), one byte an entry
-    t, r, c = set_bits.nonzero(as_tuple=True)  # tile-major, then row, then column
-    rows = pairs.out_row[t] * T + r
+    m, n_out = pairs.shape[0], pairs.n_out
+    out_row = pairs.out_row
+    tile_ptr = torch.searchsorted(out_row, torch.arange(-(-m // T) + 1, device=dev))
+    row_start = tile_ptr[out_row]
+    per_row = tile_ptr[out_row + 1] - row_start
+    ranks = torch.arange(T, device=dev)
+    pos = (torch.arange(n_out, device=dev) + (T - 1) * row_start)[:, None] + ranks * per_row[:, None]
+    slot = torch.empty(n_out * T, dtype=torch.int64, device=dev)  # CSR-ordered byte -> tile * 8 + row
+    slot[pos.view(-1)] = torch.arange(n_out * T, device=dev)
+    set_bits = ((pairs.out_bits.view(-1)[slot, None] >> ranks.to(torch.uint8)) & 1).bool()
+    q, c = set_bits.nonzero(as_tuple=True)  # CSR order: byte, then column
+    s = slot[q]
+    t = s // T
+    rows = out_row[t] * T + s % T
     cols = pairs.out_col[t] * T + c
-    data = out_vals[t, r, c]
-    # tiles are in (tile row, tile column) order, so one stable sort by row leaves columns sorted
-    rows, order = torch.sort(rows, stable=True)
-    indptr = torch.zeros(m + 1, dtype=torch.int64, device=dev)
-    indptr[1:] = torch.cumsum(torch.bincount(rows, minlength=m), 0)
-    return indptr, cols[order], data[order].to(torch.float32)
+    indptr = torch.searchsorted(rows, torch.arange(m + 1, device=dev))
+    return indptr, cols, out_vals.reshape(-1, T)[s, c].to(torch.float32)
