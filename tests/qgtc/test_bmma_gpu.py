@@ -117,37 +117,62 @@ def _qgcn_on_both(cpu_backend: str, gpu_backend: str):
     return gpu.cpu(), cpu
 
 
+def _codes(planes: "bmma.DevicePlanes") -> np.ndarray:
+    """The integer matrix (rows x k) a DevicePlanes holds, through the twin's unpack."""
+    words = planes.words.cpu().numpy().view(np.uint32)
+    return bitplanes.unpack(bitplanes.Planes(words, planes.rows, planes.k)).astype(np.int64)
+
+
 @pytest.mark.parametrize("grad", [False, True])
 def test_every_product_inside_the_qgcn_forward_is_exact(kdir, monkeypatch, grad):
-    """Each integer product the two-layer QGCN's forward pass makes on the GPU (X W through int_matmul,
-    (A + I) H through the packed adjacency), checked where it is made against the float64 product of the
-    same codes, with and without autograd: names the first product, and its shapes, that goes wrong
-    inside the model while the products alone are right."""
+    """Each integer product the two-layer QGCN's forward pass makes on the GPU (every one goes through
+    bmma.run: X W, quantized and packed by quantize_pack without autograd and by quantize + pack with
+    it, and (A + I) H), checked where it is made against the product of the codes its planes hold:
+    names the first product, and its shapes, that goes wrong inside the model."""
     from repro.papers.qgtc import layers
 
     monkeypatch.setenv("REPRO_KERNELS_DIR", str(kdir))
     seen = []
-    int_matmul, times = layers.int_matmul, layers.Binary.times
+    run = bmma.run
 
-    def checked_int_matmul(qa, a_bits, qb, b_bits, backend):
-        c = int_matmul(qa, a_bits, qb, b_bits, backend)
-        seen.append(("X W", tuple(qa.shape), tuple(qb.shape), a_bits, b_bits,
-                     torch.equal(c, qa.double() @ qb.double())))
+    def checked_run(a, b, *args, **kw):
+        c = run(a, b, *args, **kw)
+        want = _codes(a) @ _codes(b).T
+        seen.append(((a.rows, a.k), (b.rows, b.k), a.bits, b.bits, np.array_equal(c.cpu().numpy(), want)))
         return c
 
-    def checked_times(self, qh, bits):
-        c = times(self, qh, bits)
-        seen.append(("(A + I) H", tuple(self.codes.shape), tuple(qh.shape), 1, bits,
-                     torch.equal(c, self.codes.double() @ qh.double())))
-        return c
-
-    monkeypatch.setattr(layers, "int_matmul", checked_int_matmul)
-    monkeypatch.setattr(layers.Binary, "times", checked_times)
+    monkeypatch.setattr(bmma, "run", checked_run)
     adj, deg_inv, x = _small_graph()
     with torch.set_grad_enabled(grad):
         layers.QGCN([20, 16, 5], 2, "gpu", seed=1).cuda()(adj.cuda(), deg_inv.cuda(), x.cuda())
     assert len(seen) == 4
     assert all(ok for *_, ok in seen), seen
+
+
+@pytest.mark.parametrize("bits", [1, 2, 4, 8])
+@pytest.mark.parametrize("shape,transposed", [((90, 20), False), ((16, 90), True), ((300, 513), False)])
+def test_quantize_pack_is_quantize_then_pack(kdir, bits, shape, transposed):
+    """The fused kernel against layers.quantize followed by bmma.pack on the same matrix (x.T read in
+    place where transposed): the same planes, row sums of the codes, lo and scale, bit for bit."""
+    from repro.papers.qgtc import layers
+
+    gen = torch.Generator(device="cuda").manual_seed(bits)
+    base = torch.randn(*(shape[::-1] if transposed else shape), device="cuda", generator=gen) * 3 + 1
+    x = base.T if transposed else base
+    planes, lo, scale, rowsum = bmma.quantize_pack(x, bits, kernels_dir=kdir)
+    q, lo_ref, scale_ref = layers.quantize(x, bits)
+    assert torch.equal(planes.words, bmma.pack(q, bits).words)
+    assert torch.equal(rowsum, q.sum(1, dtype=torch.int32)) and torch.equal(lo, lo_ref) and torch.equal(scale, scale_ref)
+
+
+def test_quantize_pack_packs_codes_as_they_are(kdir):
+    """codes=True (Binary's adjacency): a 0/1 matrix packed unchanged at 1 bit, its row degrees summed."""
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    adj = (torch.rand(300, 300, device="cuda", generator=gen) < 0.05).float()
+    planes, lo, scale, rowsum = bmma.quantize_pack(adj, 1, codes=True, kernels_dir=kdir)
+    assert lo is None and scale is None
+    assert torch.equal(planes.words, bmma.pack(adj.to(torch.int32), 1).words)
+    assert torch.equal(rowsum, adj.sum(1).to(torch.int32))
 
 
 def test_the_qgcn_without_the_kernel_agrees_across_devices():
@@ -157,9 +182,12 @@ def test_the_qgcn_without_the_kernel_agrees_across_devices():
     torch.testing.assert_close(*_qgcn_on_both("exact", "exact"), rtol=1e-3, atol=1e-3)
 
 
-def test_quantized_gcn_on_the_kernel_matches_the_twin(kdir, monkeypatch):
+@pytest.mark.parametrize("grad", [False, True])
+def test_quantized_gcn_on_the_kernel_matches_the_twin(kdir, monkeypatch, grad):
+    """With and without autograd: without, X W runs on the fused quantize_pack."""
     monkeypatch.setenv("REPRO_KERNELS_DIR", str(kdir))
-    torch.testing.assert_close(*_qgcn_on_both("twin", "gpu"), rtol=1e-3, atol=1e-3)
+    with torch.set_grad_enabled(grad):
+        torch.testing.assert_close(*_qgcn_on_both("twin", "gpu"), rtol=1e-3, atol=1e-3)
 
 
 def test_the_kernel_runs_on_torchs_current_stream(kdir):

@@ -8,6 +8,10 @@ Packed operands can be kept and reused (an adjacency's planes across epochs, the
     pa, pb = pack(qa, a_bits), pack(qb.T, b_bits, row_multiple=8)
     C = run(pa, pb, M, N)
 
+Float operands quantize and pack in one kernel (what the quantized layers' inference runs):
+
+    pa, lo, scale, rowsum = quantize_pack(x, bits)
+
 Nothing here imports CuPy or torch at module load.
 """
 
@@ -58,6 +62,48 @@ def pack(q, bits: int, row_multiple: int = TILE_M) -> DevicePlanes:
     words = (planes << torch.arange(WORD, device=q.device, dtype=torch.int64)).sum(dim=3)
     words = torch.where(words >= 1 << 31, words - (1 << 32), words).to(torch.int32)  # the uint32 bits as int32
     return DevicePlanes(words.contiguous(), rows, k)
+
+
+PACK_THREADS = 256  # qgtc_quantize_pack: eight warps a block, a warp a row
+
+
+def quantize_pack(x, bits: int, row_multiple: int = TILE_M, codes: bool = False, kernels_dir: Path | None = None):
+    """The planes of a float32 CUDA matrix (rows x k, any strides: x.T packs without a copy) quantized
+    as layers.quantize does, in one kernel (qgtc_quantize_pack) after torch.aminmax: (DevicePlanes,
+    lo, scale, rowsum) with lo and scale 0-d float32 tensors and rowsum the int32 sum of each row's
+    codes, all on x's device with no synchronisation. codes=True: x holds codes already (a 0/1
+    adjacency at 1 bit): packed as they are, lo and scale None."""
+    import cupy
+    import numpy as np
+    import torch
+
+    bits = check_bits(bits)
+    if x.dtype != torch.float32 or x.dim() != 2 or x.device.type != "cuda":
+        raise ValueError(f"quantize_pack takes a 2-D float32 CUDA tensor, got {x.dtype} {tuple(x.shape)} on {x.device}")
+    rows, k = x.shape
+    rp = -(-max(rows, 1) // row_multiple) * row_multiple
+    k_words = -(-max(k, 1) // TILE_K) * TILE_K // WORD
+    dev = x.device
+    device = dev.index if dev.index is not None else torch.cuda.current_device()
+    words = torch.empty((bits, rp, k_words), dtype=torch.int32, device=dev)
+    rowsum = torch.empty(rows, dtype=torch.int32, device=dev)
+    if codes:
+        lo = hi = scale = None
+    else:
+        lo, hi = torch.aminmax(x)
+        scale = torch.empty((), dtype=torch.float32, device=dev)
+
+    def ptr(t) -> np.uint64:
+        return np.uint64(t.data_ptr() if t is not None else 0)
+
+    blocks = max(1, min(-(-rp // (PACK_THREADS // 32)), 8 * kernels.sm_count(device)))
+    with cupy.cuda.Device(device):
+        fn = kernels.function(STEM, "qgtc_quantize_pack", device, kernels_dir)
+        with kernels.launch_stream(True, device):
+            fn((blocks, 1, 1), (PACK_THREADS, 1, 1),
+               (ptr(x), np.int64(x.stride(0)), np.int64(x.stride(1)), np.int32(rows), np.int32(k), ptr(lo), ptr(hi),
+                np.int32(bits), ptr(words), np.int32(rp), np.int32(k_words), ptr(rowsum), ptr(scale)))
+    return DevicePlanes(words, rows, k), lo, scale, rowsum
 
 
 def choose(m_tiles: int, n_tiles: int, k_tiles: int, sms: int) -> tuple[int, int]:

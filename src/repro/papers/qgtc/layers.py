@@ -63,22 +63,41 @@ def int_matmul(qa: torch.Tensor, a_bits: int, qb: torch.Tensor, b_bits: int, bac
     raise ValueError(f"backend must be twin, gpu or exact, got {backend!r}")
 
 
+def _recover(prod, lo_a, s_a, rowsum_a, lo_b, s_b, colsum_b, k: int) -> torch.Tensor:
+    """The float product (float64) from the integer one and the codes' row sums of A (a column) and
+    column sums of B (a row): the module doc's identity."""
+    lo_a, s_a, lo_b, s_b = (v.double() for v in (lo_a, s_a, lo_b, s_b))
+    return (s_a * s_b * prod + s_a * lo_b * rowsum_a.double() + lo_a * s_b * colsum_b.double()
+            + lo_a * lo_b * k)
+
+
 def _product(a, b, a_bits, b_bits, backend):
-    """The float product from the integer one (module doc), and both operands dequantized."""
+    """The float product from the integer one (module doc), and both operands' codes, lo and scale."""
     qa, lo_a, s_a = quantize(a.detach(), a_bits)
     qb, lo_b, s_b = quantize(b.detach(), b_bits)
     prod = int_matmul(qa, a_bits, qb, b_bits, backend)
-    lo_a, s_a, lo_b, s_b = (v.double() for v in (lo_a, s_a, lo_b, s_b))
-    y = (s_a * s_b * prod + s_a * lo_b * qa.sum(1, keepdim=True, dtype=torch.float64)
-         + lo_a * s_b * qb.sum(0, keepdim=True, dtype=torch.float64) + lo_a * lo_b * a.shape[1])
+    y = _recover(prod, lo_a, s_a, qa.sum(1, keepdim=True, dtype=torch.float64), lo_b, s_b,
+                 qb.sum(0, keepdim=True, dtype=torch.float64), a.shape[1])
     return y.to(a.dtype), (qa, lo_a, s_a), (qb, lo_b, s_b)
+
+
+def _product_fused(a, b, a_bits, b_bits):
+    """_product's float product on the GPU with each operand quantized and packed by one kernel
+    (bmma.quantize_pack; no codes kept): inference's path, the same numbers."""
+    from repro.papers.qgtc import bmma
+
+    pa, lo_a, s_a, rowsum_a = bmma.quantize_pack(a.detach(), a_bits)
+    pb, lo_b, s_b, colsum_b = bmma.quantize_pack(b.detach().T, b_bits, bitplanes.TILE_N)
+    prod = bmma.run(pa, pb).to(torch.float64)
+    return _recover(prod, lo_a, s_a, rowsum_a[:, None], lo_b, s_b, colsum_b[None, :], a.shape[1]).to(a.dtype)
 
 
 class _QMatmul(torch.autograd.Function):
     @staticmethod
     def forward(ctx, a, b, a_bits, b_bits, backend):
         y, (qa, lo_a, s_a), (qb, lo_b, s_b) = _product(a, b, a_bits, b_bits, backend)
-        ctx.save_for_backward((lo_a + s_a * qa).to(a.dtype), (lo_b + s_b * qb).to(b.dtype))
+        ctx.save_for_backward((lo_a.double() + s_a.double() * qa).to(a.dtype),
+                              (lo_b.double() + s_b.double() * qb).to(b.dtype))
         return y
 
     @staticmethod
@@ -94,43 +113,56 @@ def qmatmul(a: torch.Tensor, b: torch.Tensor, a_bits: int | None, b_bits: int | 
         return a @ b
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
         return _QMatmul.apply(a, b, a_bits, b_bits, backend)
+    if backend == "gpu" and a.dtype == b.dtype == torch.float32:
+        return _product_fused(a, b, a_bits, b_bits)
     return _product(a, b, a_bits, b_bits, backend)[0]
 
 
 class Binary:
     """A 0/1 matrix (an adjacency with its self loops) decomposed once per forward pass and used by every
     layer, as QGTC packs a batch's adjacency once (val2bit) for all its layers: exact at 1 bit, its
-    planes packed for the backend, its row sums kept for the recovery of the float product."""
+    planes packed for the backend (on the GPU by bmma.quantize_pack, no codes kept), its row sums kept
+    for the recovery of the float product."""
 
     def __init__(self, dense: torch.Tensor, backend: str):
         self.dense, self.backend = dense, backend
+        self.codes, self.planes = None, None
+        if backend == "gpu":
+            from repro.papers.qgtc import bmma
+
+            self.planes, _, _, rowsum = bmma.quantize_pack(dense.to(torch.float32), 1, codes=True)
+            self.rowsum = rowsum[:, None].to(torch.float64)
+            return
         self.codes = dense.to(torch.int32)
         self.rowsum = dense.sum(1, keepdim=True, dtype=torch.float64)
         if backend == "twin":
             self.planes = bitplanes.pack(self.codes.cpu().numpy(), 1)
-        elif backend == "gpu":
-            from repro.papers.qgtc import bmma
-
-            self.planes = bmma.pack(self.codes, 1)
-        else:
-            self.planes = None
 
     def times(self, qh: torch.Tensor, bits: int) -> torch.Tensor:
-        """The integer product A Q_h (float64) from the packed planes."""
-        if self.backend == "twin":
-            c, _ = bitplanes.bitgemm(self.planes, bitplanes.pack(qh.cpu().numpy().T, bits, bitplanes.TILE_N))
-            return torch.from_numpy(c.astype(np.float64)).to(qh.device)
+        """The integer product A Q_h (float64): on the GPU from the planes and Q_h's planes (the
+        aggregation packs H itself, by quantize_pack), on the twin from the packed planes, else exactly."""
         if self.backend == "gpu":
             from repro.papers.qgtc import bmma
 
             return bmma.run(self.planes, bmma.pack(qh.T, bits, bitplanes.TILE_N)).to(torch.float64)
+        if self.backend == "twin":
+            c, _ = bitplanes.bitgemm(self.planes, bitplanes.pack(qh.cpu().numpy().T, bits, bitplanes.TILE_N))
+            return torch.from_numpy(c.astype(np.float64)).to(qh.device)
         return int_matmul(self.codes, 1, qh, bits, self.backend)
 
 
 def _aggregate(adj: Binary, h: torch.Tensor, bits: int) -> torch.Tensor:
-    qh, lo, scale = quantize(h.detach(), bits)
-    y = scale.double() * adj.times(qh, bits) + lo.double() * adj.rowsum
-    return y.to(h.dtype)
+    """(A + I) H from A's planes and H quantized to `bits`: on the GPU H quantized and packed by one
+    kernel, elsewhere quantize then Binary.times; the same numbers."""
+    if adj.backend == "gpu":
+        from repro.papers.qgtc import bmma
+
+        ph, lo, scale, _ = bmma.quantize_pack(h.detach().T, bits, bitplanes.TILE_N)
+        prod = bmma.run(adj.planes, ph).to(torch.float64)
+    else:
+        qh, lo, scale = quantize(h.detach(), bits)
+        prod = adj.times(qh, bits)
+    return (scale.double() * prod + lo.double() * adj.rowsum).to(h.dtype)
 
 
 class _Aggregate(torch.autograd.Function):

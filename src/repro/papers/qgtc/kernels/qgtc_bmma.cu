@@ -151,6 +151,53 @@ __device__ __forceinline__ void b1_peak(int iters, int* __restrict__ out) {
   out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
 
+// Quantize and pack in one pass (QGTC fuses them too, its val2bit): a float32 matrix X (rows x k, element
+// (r, c) at X[r * xs0 + c * xs1], so X and X^T pack without a copy) to the planes above, with the
+// arithmetic of layers.quantize, IEEE float32 throughout (no fast math): scale = (hi - lo) / levels,
+// q = clamp(rint((x - lo) / (scale > 0 ? scale : 1)), 0, levels), levels = 2^bits - 1, lo and hi the
+// matrix's min and max (device scalars from torch.aminmax: no synchronisation). lo == nullptr packs X
+// as codes already (lo 0, scale 1: a 0/1 adjacency). One warp a row (grid-stride): lane j holds element
+// 32 w + j of word w, one __ballot_sync a plane makes the word (bit j <- lane j, as bitplanes.pack);
+// padded rows and columns are zero words. rowsum (or nullptr) gets each real row's sum of codes, the
+// recovery's row sums; scale_out (or nullptr) the scale, written by the first thread.
+__device__ __forceinline__ void quantize_pack(const float* __restrict__ X, long long xs0, long long xs1, int rows,
+                                              int k, const float* __restrict__ lo_p, const float* __restrict__ hi_p,
+                                              int bits, uint32_t* __restrict__ words, int rows_padded, int k_words,
+                                              int* __restrict__ rowsum, float* __restrict__ scale_out) {
+  const int lane = threadIdx.x & 31;
+  const int warps = (gridDim.x * blockDim.x) >> 5;
+  const float levels = (float)((1 << bits) - 1);
+  float lo = 0.f, safe = 1.f;
+  if (lo_p != nullptr) {
+    lo = *lo_p;
+    const float scale = (*hi_p - lo) / levels;
+    safe = scale > 0.f ? scale : 1.f;
+    if (scale_out != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *scale_out = scale;
+  }
+  const long long plane = (long long)rows_padded * k_words;
+  for (int r = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows_padded; r += warps) {
+    int sum = 0;
+    for (int w = 0; w < k_words; ++w) {
+      const int c = w * 32 + lane;
+      int q = 0;
+      if (r < rows && c < k) {
+        const float x = X[(long long)r * xs0 + (long long)c * xs1];
+        q = (int)fminf(fmaxf(rintf((x - lo) / safe), 0.f), levels);
+      }
+      sum += q;
+      for (int b = 0; b < bits; ++b) {
+        const uint32_t word = __ballot_sync(0xffffffffu, (q >> b) & 1);
+        if (lane == 0) words[b * plane + (long long)r * k_words + w] = word;
+      }
+    }
+    if (rowsum != nullptr && r < rows) {
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+      if (lane == 0) rowsum[r] = sum;
+    }
+  }
+}
+
 }  // namespace qgtc
 
 #define QGTC_BMMA(NT, KS)                                                                                      \
@@ -177,3 +224,9 @@ QGTC_BMMA(4, 4)
 QGTC_BMMA(8, 4)
 
 extern "C" __global__ void qgtc_b1_peak(int iters, int* out) { qgtc::b1_peak(iters, out); }
+
+extern "C" __global__ void qgtc_quantize_pack(const float* X, long long xs0, long long xs1, int rows, int k,
+                                              const float* lo, const float* hi, int bits, uint32_t* words,
+                                              int rows_padded, int k_words, int* rowsum, float* scale_out) {
+  qgtc::quantize_pack(X, xs0, xs1, rows, k, lo, hi, bits, words, rows_padded, k_words, rowsum, scale_out);
+}
