@@ -159,8 +159,8 @@ def _torch_out_bits(a_bits: torch.Tensor, b_bits: torch.Tensor, counts: torch.Te
 def symbolic(A: Tiled, B: Tiled, bitmaps: str | None = None) -> Pairs:
     """The tile pattern product of A and B, its task list grouped by output tile, and the output
     tiles' bitmaps, formed by ``bitmaps``: "triton" (one launch; the default on a CUDA device) or
-    "torch" (the default elsewhere). Three host syncs, each for a size: the candidate pairs, the
-    pairs kept, the output tiles."""
+    "torch" (the default elsewhere). With "triton", three host syncs, each for a size: the
+    candidate pairs, the pairs kept, the output tiles ("torch" adds a fourth)."""
     if A.shape[1] != B.shape[0]:
         raise ValueError(f"inner dimensions differ: A is {A.shape}, B is {B.shape}")
     dev = A.ptr.device
