@@ -51,6 +51,9 @@ TaskPlugin=task/none
 MpiDefault=none
 ReturnToService=2
 SchedulerType=sched/backfill
+# 2 s, not the default 10: Snakemake's SLURM plugin runs `scontrol show config` whenever Snakemake
+# starts, which with the daemons stopped waits MessageTimeout - 1 s (9 s of every no-op rerun).
+MessageTimeout=2
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 SlurmdParameters=config_overrides
