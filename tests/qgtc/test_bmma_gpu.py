@@ -117,6 +117,47 @@ def _qgcn_on_both(cpu_backend: str, gpu_backend: str):
     return gpu.cpu(), cpu
 
 
+def _recovered(prod, recover, k: int):
+    """What bmma's float epilogue must write for the integer product `prod` (float64): layers' torch
+    recovery of the same terms (a missing lo 0, scale 1, sum 0), cast to float32; prod itself where
+    recover is None."""
+    from repro.papers.qgtc import layers
+
+    if recover is None:
+        return prod
+    one, zero = torch.ones((), device="cuda"), torch.zeros((), device="cuda")
+    r = recover
+    sums = [s if s is not None else torch.zeros(n, dtype=torch.int32, device="cuda")
+            for s, n in ((r.rowsum_a, prod.shape[0]), (r.colsum_b, prod.shape[1]))]
+    return layers._recover(prod, r.lo_a if r.lo_a is not None else zero, r.s_a if r.s_a is not None else one,
+                           sums[0][:, None], r.lo_b if r.lo_b is not None else zero,
+                           r.s_b if r.s_b is not None else one, sums[1][None, :], k).float()
+
+
+@pytest.mark.parametrize("binary_a", [False, True])
+def test_the_float_epilogue_is_the_torch_recovery(kdir, monkeypatch, binary_a):
+    """bmma.Recover's epilogue against layers._recover on the same integer product, bit for bit (float64
+    operations in the same order, no FMA contraction): the quantized product's terms, and the
+    aggregation's (A binary: lo_a and s_a absent, no column sums)."""
+    from repro.papers.qgtc import layers
+
+    monkeypatch.setenv("REPRO_KERNELS_DIR", str(kdir))
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    x, w = torch.randn(90, 37, device="cuda", generator=gen), torch.randn(37, 12, device="cuda", generator=gen)
+    if binary_a:
+        pa, _, _, rowsum_a = bmma.quantize_pack((x > 0.5).float(), 1, codes=True, kernels_dir=kdir)
+        lo_a = s_a = None
+    else:
+        pa, lo_a, s_a, rowsum_a = bmma.quantize_pack(x, 2, kernels_dir=kdir)
+    pb, lo_b, s_b, colsum_b = bmma.quantize_pack(w.T, 3, bitplanes.TILE_N, kernels_dir=kdir)
+    recover = bmma.Recover(lo_a, s_a, lo_b, s_b, rowsum_a, None if binary_a else colsum_b)
+    got = bmma.run(pa, pb, kernels_dir=kdir, recover=recover)
+    prod = bmma.run(pa, pb, kernels_dir=kdir).double()
+    assert got.dtype == torch.float32 and torch.equal(got, _recovered(prod, recover, pa.k))
+    if not binary_a:  # and the fused product equals the unfused one (quantize, int_matmul, recovery)
+        assert torch.equal(layers._product_fused(x, w, 2, 3), layers._product(x, w, 2, 3, "gpu")[0])
+
+
 def _codes(planes: "bmma.DevicePlanes") -> np.ndarray:
     """The integer matrix (rows x k) a DevicePlanes holds, through the twin's unpack."""
     words = planes.words.cpu().numpy().view(np.uint32)
@@ -135,10 +176,10 @@ def test_every_product_inside_the_qgcn_forward_is_exact(kdir, monkeypatch, grad)
     seen = []
     run = bmma.run
 
-    def checked_run(a, b, *args, **kw):
-        c = run(a, b, *args, **kw)
-        want = _codes(a) @ _codes(b).T
-        seen.append(((a.rows, a.k), (b.rows, b.k), a.bits, b.bits, np.array_equal(c.cpu().numpy(), want)))
+    def checked_run(a, b, *args, recover=None, **kw):
+        c = run(a, b, *args, recover=recover, **kw)
+        want = _recovered(torch.from_numpy(_codes(a) @ _codes(b).T).cuda().double(), recover, a.k)
+        seen.append(((a.rows, a.k), (b.rows, b.k), a.bits, b.bits, torch.equal(c.to(want.dtype), want)))
         return c
 
     monkeypatch.setattr(bmma, "run", checked_run)

@@ -116,12 +116,33 @@ def choose(m_tiles: int, n_tiles: int, k_tiles: int, sms: int) -> tuple[int, int
     return nt, ks
 
 
+@dataclass(frozen=True)
+class Recover:
+    """The float product in the kernel's epilogue instead of the integer one (layers' recovery identity,
+    bit for bit): A ~ lo_a + s_a Q_a and B ~ lo_b + s_b Q_b with 0-d float32 CUDA tensors (None: lo 0,
+    scale 1, as a 0/1 adjacency), and the codes' row sums of A and column sums of B (int32 CUDA
+    tensors of a.rows and b.rows; None where the term's lo is 0)."""
+
+    lo_a: Any = None
+    s_a: Any = None
+    lo_b: Any = None
+    s_b: Any = None
+    rowsum_a: Any = None
+    colsum_b: Any = None
+
+    def pointers(self) -> tuple:
+        import numpy as np
+
+        return tuple(np.uint64(t.data_ptr() if t is not None else 0)
+                     for t in (self.lo_a, self.s_a, self.lo_b, self.s_b, self.rowsum_a, self.colsum_b))
+
+
 def bind(a: DevicePlanes, b: DevicePlanes, out=None, skip_zero_tiles: bool = True, counters=None,
-         variant: tuple[int, int] | None = None, kernels_dir: Path | None = None):
+         variant: tuple[int, int] | None = None, kernels_dir: Path | None = None, recover: Recover | None = None):
     """Check the operands once and return (launch, out): launch() computes out = A B^T (int32, a.rows x
-    b.rows) from A's planes and B^T's (packed with row_multiple 8) with no per-call checks, so that a
-    repeated call costs one kernel launch. counters: an int64 CUDA tensor of 2 that receives (A tiles
-    visited, tiles jumped) added up."""
+    b.rows; float32 through `recover`'s epilogue where given) from A's planes and B^T's (packed with
+    row_multiple 8) with no per-call checks, so that a repeated call costs one kernel launch.
+    counters: an int64 CUDA tensor of 2 that receives (A tiles visited, tiles jumped) added up."""
     import cupy
     import numpy as np
     import torch
@@ -129,8 +150,12 @@ def bind(a: DevicePlanes, b: DevicePlanes, out=None, skip_zero_tiles: bool = Tru
     if a.k != b.k or a.words.shape[2] != b.words.shape[2]:
         raise ValueError(f"inner dimensions differ: A has k = {a.k}, B has k = {b.k}")
     m, n = a.rows, b.rows
+    want = torch.float32 if recover is not None else torch.int32
     if out is None:
-        out = torch.empty((m, n), dtype=torch.int32, device=a.words.device)
+        out = torch.empty((m, n), dtype=want, device=a.words.device)
+    if out.dtype != want:
+        raise ValueError(f"out is {out.dtype}; the {'float epilogue' if recover is not None else 'integer product'} "
+                         f"writes {want}")
     device = a.words.device.index if a.words.device.index is not None else torch.cuda.current_device()
     m_tiles, n_tiles = a.words.shape[1] // TILE_M, b.words.shape[1] // TILE_N
     k_tiles = a.words.shape[2] * WORD // TILE_K
@@ -140,11 +165,13 @@ def bind(a: DevicePlanes, b: DevicePlanes, out=None, skip_zero_tiles: bool = Tru
     with cupy.cuda.Device(device):
         fn = kernels.function(STEM, kernel_name(nt, ks), device, kernels_dir)
     grid, block = (-(-m_tiles // (WARPS // ks)), -(-n_tiles // nt), 1), (WARPS * 32, 1, 1)
+    int_out, float_out = (0, out.data_ptr()) if recover is not None else (out.data_ptr(), 0)
     args = (np.uint64(a.words.data_ptr()), np.int32(a.bits), np.int64(a.words[0].numel()),
             np.uint64(b.words.data_ptr()), np.int32(b.bits), np.int64(b.words[0].numel()),
-            np.int32(m_tiles), np.int32(n_tiles), np.int32(k_tiles), np.uint64(out.data_ptr()),
+            np.int32(m_tiles), np.int32(n_tiles), np.int32(k_tiles), np.uint64(int_out),
             np.int32(m), np.int32(n), np.int64(out.stride(0)), np.int32(bool(skip_zero_tiles)),
-            np.uint64(counters.data_ptr() if counters is not None else 0))
+            np.uint64(counters.data_ptr() if counters is not None else 0),
+            *(recover or Recover()).pointers(), np.uint64(float_out), np.int32(a.k))
     with cupy.cuda.Device(device):
         bound = kernels.Launch(fn, grid, block, args)  # the arguments fixed: a call is one cuLaunchKernel
 
@@ -154,9 +181,10 @@ def bind(a: DevicePlanes, b: DevicePlanes, out=None, skip_zero_tiles: bool = Tru
 
 
 def run(a: DevicePlanes, b: DevicePlanes, out=None, skip_zero_tiles: bool = True, counters=None,
-        variant: tuple[int, int] | None = None, kernels_dir: Path | None = None):
-    """C = A B^T (int32, a.rows x b.rows), one call of bind's launch."""
-    launch, out = bind(a, b, out, skip_zero_tiles, counters, variant, kernels_dir)
+        variant: tuple[int, int] | None = None, kernels_dir: Path | None = None, recover: Recover | None = None):
+    """C = A B^T (int32, a.rows x b.rows; the float product where `recover` is given), one call of
+    bind's launch."""
+    launch, out = bind(a, b, out, skip_zero_tiles, counters, variant, kernels_dir, recover)
     launch()
     return out
 

@@ -82,14 +82,14 @@ def _product(a, b, a_bits, b_bits, backend):
 
 
 def _product_fused(a, b, a_bits, b_bits):
-    """_product's float product on the GPU with each operand quantized and packed by one kernel
-    (bmma.quantize_pack; no codes kept): inference's path, the same numbers."""
+    """_product's float product on the GPU, the same numbers in three kernels: each operand quantized
+    and packed by one (bmma.quantize_pack; no codes kept), the product recovered in the GEMM's
+    epilogue (bmma.Recover): inference's path."""
     from repro.papers.qgtc import bmma
 
     pa, lo_a, s_a, rowsum_a = bmma.quantize_pack(a.detach(), a_bits)
     pb, lo_b, s_b, colsum_b = bmma.quantize_pack(b.detach().T, b_bits, bitplanes.TILE_N)
-    prod = bmma.run(pa, pb).to(torch.float64)
-    return _recover(prod, lo_a, s_a, rowsum_a[:, None], lo_b, s_b, colsum_b[None, :], a.shape[1]).to(a.dtype)
+    return bmma.run(pa, pb, recover=bmma.Recover(lo_a, s_a, lo_b, s_b, rowsum_a, colsum_b)).to(a.dtype)
 
 
 class _QMatmul(torch.autograd.Function):
@@ -130,8 +130,8 @@ class Binary:
         if backend == "gpu":
             from repro.papers.qgtc import bmma
 
-            self.planes, _, _, rowsum = bmma.quantize_pack(dense.to(torch.float32), 1, codes=True)
-            self.rowsum = rowsum[:, None].to(torch.float64)
+            self.planes, _, _, self.degrees = bmma.quantize_pack(dense.to(torch.float32), 1, codes=True)
+            self.rowsum = self.degrees[:, None].to(torch.float64)
             return
         self.codes = dense.to(torch.int32)
         self.rowsum = dense.sum(1, keepdim=True, dtype=torch.float64)
@@ -153,16 +153,15 @@ class Binary:
 
 def _aggregate(adj: Binary, h: torch.Tensor, bits: int) -> torch.Tensor:
     """(A + I) H from A's planes and H quantized to `bits`: on the GPU H quantized and packed by one
-    kernel, elsewhere quantize then Binary.times; the same numbers."""
-    if adj.backend == "gpu":
+    kernel and the product recovered in the GEMM's, elsewhere quantize then Binary.times; the same
+    numbers."""
+    if adj.backend == "gpu":  # the recovery in the GEMM's epilogue (A binary: lo 0, scale 1)
         from repro.papers.qgtc import bmma
 
         ph, lo, scale, _ = bmma.quantize_pack(h.detach().T, bits, bitplanes.TILE_N)
-        prod = bmma.run(adj.planes, ph).to(torch.float64)
-    else:
-        qh, lo, scale = quantize(h.detach(), bits)
-        prod = adj.times(qh, bits)
-    return (scale.double() * prod + lo.double() * adj.rowsum).to(h.dtype)
+        return bmma.run(adj.planes, ph, recover=bmma.Recover(lo_b=lo, s_b=scale, rowsum_a=adj.degrees)).to(h.dtype)
+    qh, lo, scale = quantize(h.detach(), bits)
+    return (scale.double() * adj.times(qh, bits) + lo.double() * adj.rowsum).to(h.dtype)
 
 
 class _Aggregate(torch.autograd.Function):

@@ -35,11 +35,40 @@ __device__ __forceinline__ void mma_b1(int (&c)[4], uint32_t a0, uint32_t a1, ui
 
 constexpr int WARPS = 4;  // warps per block
 
+// The float epilogue (layers._recover's identity, when Cf is given instead of C): with A ~ lo_a + s_a Q_a
+// and B ~ lo_b + s_b Q_b (device scalars; a null pointer: lo 0, scale 1), the codes' row sums of A and
+// column sums of B (null where the term's lo is 0) and K the real reduction length,
+//   Cf = float(((s_a s_b) C + (s_a lo_b) rowsum_a) + (lo_a s_b) colsum_b) + (lo_a lo_b) K)
+// in float64, each operation rounded on its own (_rn: no FMA contraction), in the order the torch
+// recovery computes it, so the two agree bit for bit.
+struct Recover {
+  const float* lo_a;
+  const float* s_a;
+  const float* lo_b;
+  const float* s_b;
+  const int* rowsum_a;
+  const int* colsum_b;
+  float* Cf;
+  int k;
+};
+
+__device__ __forceinline__ float recover(const Recover& e, int total, int row, int col) {
+  const double sa = e.s_a ? (double)*e.s_a : 1.0, la = e.lo_a ? (double)*e.lo_a : 0.0;
+  const double sb = e.s_b ? (double)*e.s_b : 1.0, lb = e.lo_b ? (double)*e.lo_b : 0.0;
+  const double ra = e.rowsum_a ? (double)e.rowsum_a[row] : 0.0, cb = e.colsum_b ? (double)e.colsum_b[col] : 0.0;
+  double y = __dmul_rn(__dmul_rn(sa, sb), (double)total);
+  y = __dadd_rn(y, __dmul_rn(__dmul_rn(sa, lb), ra));
+  y = __dadd_rn(y, __dmul_rn(__dmul_rn(la, sb), cb));
+  y = __dadd_rn(y, __dmul_rn(__dmul_rn(la, lb), (double)e.k));
+  return (float)y;
+}
+
 template <int NT, int KS>
 __device__ __forceinline__ void bmma(const uint32_t* __restrict__ A, int a_bits, long long a_plane,
                                      const uint32_t* __restrict__ B, int b_bits, long long b_plane,
                                      int m_tiles, int n_tiles, int k_tiles, int* __restrict__ C, int M, int N,
-                                     long long ldc, int skip_zero, unsigned long long* __restrict__ counters) {
+                                     long long ldc, int skip_zero, unsigned long long* __restrict__ counters,
+                                     const Recover& epilogue) {
   static_assert(WARPS % KS == 0, "the k split must divide the block's warps");
   constexpr int ROWS_PER_BLOCK = WARPS / KS;  // row tiles per block
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -118,7 +147,13 @@ __device__ __forceinline__ void bmma(const uint32_t* __restrict__ A, int a_bits,
       for (int r = 0; r < 4; ++r) {
         const int row = mt * 16 + g + (r >= 2 ? 8 : 0);
         const int cc = col + (r & 1);
-        if (row < M && cc < N) C[(long long)row * ldc + cc] = total[n][r];
+        if (row < M && cc < N) {
+          if (epilogue.Cf != nullptr) {
+            epilogue.Cf[(long long)row * ldc + cc] = recover(epilogue, total[n][r], row, cc);
+          } else {
+            C[(long long)row * ldc + cc] = total[n][r];
+          }
+        }
       }
     }
   }
@@ -177,6 +212,7 @@ __device__ __forceinline__ void quantize_pack(const float* __restrict__ X, long 
   const long long plane = (long long)rows_padded * k_words;
   for (int r = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows_padded; r += warps) {
     int sum = 0;
+#pragma unroll 4  // independent words: four loads in flight, not one (an adjacency row is 72 words and more)
     for (int w = 0; w < k_words; ++w) {
       const int c = w * 32 + lane;
       int q = 0;
@@ -204,9 +240,11 @@ __device__ __forceinline__ void quantize_pack(const float* __restrict__ X, long 
   extern "C" __global__ void __launch_bounds__(qgtc::WARPS * 32) qgtc_bmma_n##NT##_k##KS(                      \
       const uint32_t* A, int a_bits, long long a_plane, const uint32_t* B, int b_bits, long long b_plane,       \
       int m_tiles, int n_tiles, int k_tiles, int* C, int M, int N, long long ldc, int skip_zero,               \
-      unsigned long long* counters) {                                                                          \
+      unsigned long long* counters, const float* lo_a, const float* s_a, const float* lo_b, const float* s_b,   \
+      const int* rowsum_a, const int* colsum_b, float* Cf, int k) {                                            \
+    const qgtc::Recover epilogue{lo_a, s_a, lo_b, s_b, rowsum_a, colsum_b, Cf, k};                               \
     qgtc::bmma<NT, KS>(A, a_bits, a_plane, B, b_bits, b_plane, m_tiles, n_tiles, k_tiles, C, M, N, ldc,         \
-                       skip_zero, counters);                                                                   \
+                       skip_zero, counters, epilogue);                                                         \
   }
 
 // BMMA_VARIANT lines: bmma.py's VARIANTS lists the same (NT, KS) pairs.
