@@ -12,6 +12,9 @@ record fields of repro.records, with provenance.collect()'s provenance), so the 
 - ``job_fixed_s``: the start-up of a job that does nothing: the bare interpreter, and the runner's
   and the figure drawer's entry points with ``--help`` (they import what every such job imports),
   each also through the warm runner (``*_warm_s``: repro.pipeline.warm, its server started first);
+  the runner's ``--help`` composes Hydra's whole help, more than a job does, so ``small`` is a real
+  job beside them: the smallest experiment (``SMALL_JOB``: a model whose compute takes milliseconds)
+  run into a folder of its own, cold and warm;
 - ``clean_dag_s`` (full mode only): the smoke DAG from clean results (`make clean-results` first:
   the kernel build cache and the import cache under .cache/ are kept, as `make clean-results` keeps
   them), and per rule its job count and summed job seconds (from Snakemake's metadata);
@@ -32,6 +35,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -104,6 +108,9 @@ def clean_results() -> None:
             shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
 
 
+SMALL_JOB = ["repro.pipeline.run", "experiment=aida/model", "scale=smoke", "device=cpu", "replace=true"]
+
+
 def measure(quick: bool, cores: str) -> dict:
     m: dict = {"mode": "quick" if quick else "full", "cores": cores, "cpu_count": os.cpu_count()}
     snakemake = [shutil.which("snakemake") or str(Path(sys.executable).parent / "snakemake")]
@@ -126,20 +133,22 @@ def measure(quick: bool, cores: str) -> dict:
         m["per_rule"] = {rule: {"jobs": n} for rule, n in job_counts(full["out"]).items()}
     if m["jobs_to_run"] == 0:
         m["noop_rerun"] = timed(snakemake + ["--cores", cores] + SMOKE, repeats=3)
+    small_out = f"out={tempfile.mkdtemp(prefix='bench-small-')}"
     m["job_fixed"] = {
         "python": timed(py + ["-c", "pass"], repeats=3),
         "repro.pipeline.run": timed(py + ["-m", "repro.pipeline.run", "--help"], repeats=3),
         "repro.figures": timed(py + ["-m", "repro.figures", "--help"], repeats=3),
+        "small": timed(py + ["-m", *SMALL_JOB, small_out], repeats=3),
     }
-    m["job_fixed"].update(warm_fixed(py))
+    m["job_fixed"].update(warm_fixed(py, small_out))
+    shutil.rmtree(small_out.partition("=")[2], ignore_errors=True)
     return m
 
 
-def warm_fixed(py: list[str], modules=("repro.pipeline.run", "repro.figures")) -> dict:
-    """The same ``--help`` jobs through the warm runner (repro.pipeline.warm), its servers started
-    first (in a folder of their own, stopped after): "<module>.warm" -> timed()."""
-    import tempfile
-
+def warm_fixed(py: list[str], small_out: str, modules=("repro.pipeline.run", "repro.figures")) -> dict:
+    """The same ``--help`` jobs and the small job through the warm runner (repro.pipeline.warm), its
+    servers started first (in a folder of their own, stopped after): "<module>.warm" and "small.warm"
+    -> timed()."""
     env = dict(os.environ, REPRO_WARM_DIR=tempfile.mkdtemp(prefix="rw-bench-"))
     for var in ("REPRO_WARM", "REPRO_WARM_DEBUG"):
         env.pop(var, None)
@@ -155,7 +164,9 @@ def warm_fixed(py: list[str], modules=("repro.pipeline.run", "repro.figures")) -
             time.sleep(0.5)
         else:
             raise SystemExit(f"pipeline bench: the warm servers did not come up:\n{status}")
-        return {f"{module}.warm": timed(warm + [module, "--help"], repeats=3, env=env) for module in modules}
+        fixed = {f"{module}.warm": timed(warm + [module, "--help"], repeats=3, env=env) for module in modules}
+        fixed["small.warm"] = timed(warm + [*SMALL_JOB, small_out], repeats=3, env=env)
+        return fixed
     finally:
         subprocess.run(warm + ["--stop"], cwd=ROOT, env=env, capture_output=True, timeout=60)
         time.sleep(0.5)
