@@ -19,28 +19,25 @@ What keeps the loop close to a dense one:
   would stream a weight larger than L2 (K = 11008, N = 4096: 90 MB) again for every m-block.
 Triton pipelines the kidx load one stage ahead of the X gather that uses it (num_stages deep).
 
-Without a CUDA GPU the module runs the kernel in Triton's interpreter (TRITON_INTERPRET=1 is set
-before Triton loads, with interpreter.patch for bf16): slow, for correctness on small shapes.
+Without a CUDA GPU the module runs the kernel in Triton's interpreter
+(:func:`repro.kernels.triton_interpreter.without_gpu`, before Triton loads; its bf16 fixes): slow, for
+correctness on small shapes.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+from repro.kernels import triton_interpreter
+
+triton_interpreter.without_gpu()
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from repro.kernels import triton_interpreter as interpreter  # noqa: E402
 from repro.papers.sparse_gemm.packing import K_ALIGN as _K_ALIGN, Packed  # noqa: E402
-
-if interpreter.interpreting():
-    interpreter.patch()
 
 DTYPES = (torch.float16, torch.bfloat16)
 K_ALIGN = tl.constexpr(_K_ALIGN)
