@@ -82,10 +82,7 @@ def launch_stream(torch_operands: bool, device: int):
 
     if not torch_operands:
         return cupy.cuda.get_current_stream()
-    import torch
-
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # the handle without a Stream object
-    handle = raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+    handle = stream_handle(True, device)
     if handle == 0:  # the legacy default stream, as CuPy's own default
         return cupy.cuda.Stream.null
     if (handle, device) not in _STREAMS:

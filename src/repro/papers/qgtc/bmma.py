@@ -64,6 +64,13 @@ def pack(q, bits: int, row_multiple: int = TILE_M) -> DevicePlanes:
     return DevicePlanes(words.contiguous(), rows, k)
 
 
+def _address(t):
+    """A CUDA tensor's address as a kernel's pointer argument; a null pointer for None."""
+    import numpy as np
+
+    return np.uint64(t.data_ptr() if t is not None else 0)
+
+
 PACK_THREADS = 256  # qgtc_quantize_pack: eight warps a block, a warp a row
 
 
@@ -93,16 +100,14 @@ def quantize_pack(x, bits: int, row_multiple: int = TILE_M, codes: bool = False,
         lo, hi = torch.aminmax(x)
         scale = torch.empty((), dtype=torch.float32, device=dev)
 
-    def ptr(t) -> np.uint64:
-        return np.uint64(t.data_ptr() if t is not None else 0)
-
     blocks = max(1, min(-(-rp // (PACK_THREADS // 32)), 8 * kernels.sm_count(device)))
     with cupy.cuda.Device(device):
         fn = kernels.function(STEM, "qgtc_quantize_pack", device, kernels_dir)
         with kernels.launch_stream(True, device):
             fn((blocks, 1, 1), (PACK_THREADS, 1, 1),
-               (ptr(x), np.int64(x.stride(0)), np.int64(x.stride(1)), np.int32(rows), np.int32(k), ptr(lo), ptr(hi),
-                np.int32(bits), ptr(words), np.int32(rp), np.int32(k_words), ptr(rowsum), ptr(scale)))
+               (_address(x), np.int64(x.stride(0)), np.int64(x.stride(1)), np.int32(rows), np.int32(k), _address(lo),
+                _address(hi), np.int32(bits), _address(words), np.int32(rp), np.int32(k_words), _address(rowsum),
+                _address(scale)))
     return DevicePlanes(words, rows, k), lo, scale, rowsum
 
 
@@ -131,10 +136,7 @@ class Recover:
     colsum_b: Any = None
 
     def pointers(self) -> tuple:
-        import numpy as np
-
-        return tuple(np.uint64(t.data_ptr() if t is not None else 0)
-                     for t in (self.lo_a, self.s_a, self.lo_b, self.s_b, self.rowsum_a, self.colsum_b))
+        return tuple(_address(t) for t in (self.lo_a, self.s_a, self.lo_b, self.s_b, self.rowsum_a, self.colsum_b))
 
 
 def bind(a: DevicePlanes, b: DevicePlanes, out=None, skip_zero_tiles: bool = True, counters=None,
@@ -165,13 +167,13 @@ def bind(a: DevicePlanes, b: DevicePlanes, out=None, skip_zero_tiles: bool = Tru
     with cupy.cuda.Device(device):
         fn = kernels.function(STEM, kernel_name(nt, ks), device, kernels_dir)
     grid, block = (-(-m_tiles // (WARPS // ks)), -(-n_tiles // nt), 1), (WARPS * 32, 1, 1)
-    int_out, float_out = (0, out.data_ptr()) if recover is not None else (out.data_ptr(), 0)
-    args = (np.uint64(a.words.data_ptr()), np.int32(a.bits), np.int64(a.words[0].numel()),
-            np.uint64(b.words.data_ptr()), np.int32(b.bits), np.int64(b.words[0].numel()),
-            np.int32(m_tiles), np.int32(n_tiles), np.int32(k_tiles), np.uint64(int_out),
+    int_out, float_out = (None, out) if recover is not None else (out, None)
+    args = (_address(a.words), np.int32(a.bits), np.int64(a.words[0].numel()),
+            _address(b.words), np.int32(b.bits), np.int64(b.words[0].numel()),
+            np.int32(m_tiles), np.int32(n_tiles), np.int32(k_tiles), _address(int_out),
             np.int32(m), np.int32(n), np.int64(out.stride(0)), np.int32(bool(skip_zero_tiles)),
-            np.uint64(counters.data_ptr() if counters is not None else 0),
-            *(recover or Recover()).pointers(), np.uint64(float_out), np.int32(a.k))
+            _address(counters),
+            *(recover or Recover()).pointers(), _address(float_out), np.int32(a.k))
     with cupy.cuda.Device(device):
         bound = kernels.Launch(fn, grid, block, args)  # the arguments fixed: a call is one cuLaunchKernel
 
