@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from repro.papers.gpucache import distinct
 from repro.papers.gpucache.schedule import Schedule
 
 
 def replication_factor(u: np.ndarray, v: np.ndarray, parts: np.ndarray, n: int) -> float:
     """sum_p |V(tasks of p)| / n."""
     keys = np.concatenate([parts * n + u, parts * n + v])
-    return len(np.unique(keys)) / n
+    return distinct.count(keys) / n
 
 
 def distinct_lines(group: np.ndarray, a: np.ndarray, b: np.ndarray, elem_bytes: int, line_bytes: int) -> int:
@@ -38,9 +39,9 @@ def distinct_lines(group: np.ndarray, a: np.ndarray, b: np.ndarray, elem_bytes: 
     if line_bytes % elem_bytes == 0:  # whole vertices per line (spmv, flux, pair; spmm F <= 8)
         per_line = line_bytes // elem_bytes
         lines_per_group = (n - 1) // per_line + 1
-        return len(np.unique(np.concatenate([group * lines_per_group + a // per_line,
-                                             group * lines_per_group + b // per_line])))
-    pairs = np.unique(np.concatenate([group * n + a, group * n + b]))  # distinct (group, vertex)
+        return distinct.count(np.concatenate([group * lines_per_group + a // per_line,
+                                              group * lines_per_group + b // per_line]))
+    pairs = distinct.values(np.concatenate([group * n + a, group * n + b]))  # distinct (group, vertex)
     if elem_bytes % line_bytes == 0:  # whole lines per vertex, no two vertices share one
         return len(pairs) * (elem_bytes // line_bytes)
     g, v = pairs // n, pairs % n
@@ -49,7 +50,7 @@ def distinct_lines(group: np.ndarray, a: np.ndarray, b: np.ndarray, elem_bytes: 
     lines_per_group = (n * elem_bytes - 1) // line_bytes + 1
     rep = np.repeat(np.arange(len(pairs)), count)
     offset = np.arange(len(rep)) - np.repeat(np.cumsum(count) - count, count)
-    return len(np.unique(g[rep] * lines_per_group + first[rep] + offset))
+    return distinct.count(g[rep] * lines_per_group + first[rep] + offset)
 
 
 def predicted_loads(s: Schedule, elem_bytes: int, line_bytes: int, wave: int) -> dict[str, float]:

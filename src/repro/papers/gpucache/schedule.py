@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from repro.papers.gpucache import distinct
 from repro.papers.gpucache.partition import Partition
 from repro.papers.gpucache.taskgraph import TaskGraph
 
@@ -38,7 +39,7 @@ class Schedule:
 def first_touch(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
     """New vertex labels in order of first touch by the task sequence (a[0], b[0], a[1], ...)."""
     seq = np.stack([a, b], axis=1).ravel()
-    vertices, first = np.unique(seq, return_index=True)
+    vertices, first = distinct.values_and_first(seq)
     new_id = np.empty(n, np.int64)
     new_id[vertices[np.argsort(first, kind="stable")]] = np.arange(len(vertices))
     return new_id

@@ -24,6 +24,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from repro.papers.gpucache import distinct
+
 KERNELS = ("spmv", "flux", "pair", "spmm")
 GRAPHS = ("mesh2d", "mesh3d", "powerlaw", "delaunay2d", "nbody", "pyamg:<name>")
 VERTEX_BYTES = {"spmv": 8, "flux": 32, "pair": 32}  # bytes read + written per vertex (fp32 x,y; float4 in, out)
@@ -107,7 +109,7 @@ def from_pairs(name: str, n: int, pairs: np.ndarray, coords: np.ndarray | None =
     """The task graph of an undirected pair list (duplicates merged), in (u, v) row-major order."""
     pairs = np.sort(np.asarray(pairs, dtype=np.int64).reshape(-1, 2), axis=1)
     pairs = pairs[pairs[:, 0] != pairs[:, 1]]
-    pairs, first = np.unique(pairs, axis=0, return_index=True)
+    pairs, first = distinct.rows_and_first(pairs)
     w = np.ones(len(pairs), np.float32) if weights is None else np.asarray(weights, np.float32)[first]
     return TaskGraph(name, n, pairs[:, 0], pairs[:, 1], w, w.copy(), np.zeros(n, np.float32), coords)
 
