@@ -59,7 +59,7 @@ def _copy(work: Path) -> Path:
 def _env(work: Path, kill_at: str | None) -> dict:
     bindir = Path(sys.executable).parent
     env = {**os.environ, "PYTHONPATH": str(work / "src"), "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}",
-           faults.LOG_ENV: str(work / "kills.log")}
+           faults.LOG_ENV: str(work / "kills.log"), "REPRO_BUILD_CACHE": str(work.parent / "kernel-cache")}
     env.pop("REPRO_WORKFLOW_PID", None)
     env.pop(faults.ENV, None)
     if kill_at:
@@ -93,8 +93,11 @@ def slices(tmp_path_factory):
     if not (SHARDS / "SHA256SUMS").exists():
         pytest.skip("CIFAR-10 shards not beside the checkout")
     clean, killed = (_copy(tmp_path_factory.mktemp(name)) for name in ("clean", "killed"))
+    # one build cache for both (beside them): the killed slice, first, compiles the kernel before
+    # its kill at build.compiled; the clean one takes it from the cache instead of a second nvcc
+    killed_points = _run_slice(killed, KILLS)
     assert _run_slice(clean, []) == []
-    return clean, killed, _run_slice(killed, KILLS)
+    return clean, killed, killed_points
 
 
 def _results(work: Path) -> set[str]:
@@ -152,8 +155,8 @@ def test_records_equal_an_uninterrupted_runs(slices):
     assert b["status"] == "ok" and b["params"] == a["params"]
     assert _steady(b["metrics"]) == _steady(a["metrics"])  # the resumed run's top-1 is bit-identical
     assert int(b["tags"]["resumed_epochs"]) == 1 and int(a["tags"]["resumed_epochs"]) == 0  # it did resume
-    # the killed build compiled and cached the cubin before it died, so its rerun took it from the
-    # build cache: that provenance flag aside, the status (digests, kernels, spills) is the same
+    # the killed build compiled and cached the cubin before it died, so its rerun and the clean
+    # slice took it from the build cache: that provenance flag aside, the status (digests, kernels, spills) is the same
     status = [json.loads((w / "results" / "build" / "kernels" / f"{KERNEL}.json").read_text()) for w in (clean, killed)]
     for entry in status:
         entry.pop("from_cache", None)
