@@ -191,3 +191,15 @@ def test_streams_of_the_division_encoder_still_decode(name, x, ebs, monkeypatch)
             assert abs(old.nbytes - new.nbytes) <= 0.01 * new.nbytes + 4 * codec.BLOCK, (name, eb)
         else:  # a denormal eb whose 1 / s overflows: the reciprocal encoder stores nonzero blocks raw
             assert new.nbytes >= old.nbytes and (new.widths[new.widths > 0] == codec.RAW).all()
+
+
+@pytest.mark.parametrize("width", [1, 2, 7, 17, 24])
+def test_plane_words_hold_lane_l_bit_b_at_word_b_bit_l(width):
+    """pack_planes by its definition: word b of a group of 32 lanes has lane l's bit b at bit l."""
+    planes = np.random.default_rng(width).integers(0, 1 << width, (3, 8, 4, 32), dtype=np.uint32)
+    words = codec.pack_planes(planes, width)
+    assert words.shape == (3, 8, 4, width) and words.dtype == np.uint32
+    lanes = np.uint64(1) << np.arange(32, dtype=np.uint64)
+    for b in range(width):
+        want = (((planes.astype(np.uint64) >> np.uint64(b)) & np.uint64(1)) * lanes).sum(axis=-1)
+        np.testing.assert_array_equal(words[..., b], want.astype(np.uint32))
