@@ -7,7 +7,7 @@ CORES       ?= all
 SNAKEMAKE   := PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/snakemake
 
 .PHONY: all setup test smoke paper lint mlflow-ui bench-pipeline wheelhouse clean-results help \
-        slurm-test mlflow-server mlflow-server-stop container browser-test readme
+        slurm-plugin slurm-test mlflow-server mlflow-server-stop container browser-test readme
 
 all: setup                ## set up, then run the whole DAG (paper scale with a GPU, smoke without)
 	$(SNAKEMAKE) --cores $(CORES)
@@ -42,7 +42,12 @@ mlflow-ui: setup          ## browse the runs (telemetry off); prints the URL: ht
 # The real services (tests/real; .ci/run runs them all). Each installs its Debian packages if missing (root).
 REAL_TEST   := PYTHONPATH=$(abspath src) $(VENV)/bin/python -m pytest -q
 
-slurm-test: setup         ## start a single-node SLURM cluster (tools/slurm_local.sh), run a DAG slice through it
+SLURM_SPEC  := snakemake-executor-plugin-slurm==2.8.0  # pyproject.toml's `slurm` extra
+
+slurm-plugin: setup       ## install the SLURM executor plugin (the `slurm` extra; not in `setup`: it slows every Snakemake start)
+	$(PY) -c "import snakemake_executor_plugin_slurm" 2>/dev/null || $(PY) -m pip install -q "$(SLURM_SPEC)"
+
+slurm-test: slurm-plugin  ## start a single-node SLURM cluster (tools/slurm_local.sh), run a DAG slice through it
 	bash tools/slurm_local.sh start
 	REPRO_REQUIRE_SERVICES=slurm $(REAL_TEST) tests/real/test_real_slurm.py
 

@@ -339,3 +339,39 @@ def test_syntax_work_is_kept_between_processes(tmp_path, monkeypatch):
         assert provenance.text_digest(text, ".py") == first[0] and parsed  # parsed afresh
     with pytest.raises(SyntaxError):
         provenance.text_digest("def (", ".py")
+
+
+def test_files_at_commits_through_one_reader_equal_git_show():
+    """provenance's `git cat-file --batch` reader gives what `git show <commit>:<path>` gives: the
+    text of files at several commits (those of a layout move among them), None for a path the commit
+    lacks, git show's listing for a folder; and a forked child reads through its own reader while the
+    parent's keeps working, with no warning about the inherited one."""
+    import subprocess
+    import warnings
+
+    from repro.pipeline.provenance import _BLOBS, LAYOUT_MOVE_BASE, REPO_ROOT, _git
+
+    commits = subprocess.run(["git", "rev-list", "--max-count=3", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                             text=True, check=True).stdout.split() + [LAYOUT_MOVE_BASE, "HEAD"]
+    paths = ["README.md", "Snakefile", "src/repro/layout.py", "config/claims/sptrsv.yaml", "no/such/file.py", "config"]
+    for commit in commits:
+        for rel in paths:
+            assert _BLOBS.show(commit, rel) == _git("show", f"{commit}:{rel}"), (commit, rel)
+    assert _BLOBS.show("HEAD", "no/such/file.py") is None
+    parent_reader = _BLOBS.proc
+    pid = os.fork()
+    if pid == 0:  # the child: its own reader, no warning about the parent's
+        code = 1
+        try:
+            import gc
+
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                ok = _BLOBS.show("HEAD", "Snakefile") == _git("show", "HEAD:Snakefile") and _BLOBS.proc is not parent_reader
+                del parent_reader
+                gc.collect()
+            code = 0 if ok and not [w for w in caught if issubclass(w.category, ResourceWarning)] else 1
+        finally:
+            os._exit(code)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert _BLOBS.proc is parent_reader and _BLOBS.show("HEAD", "README.md") == _git("show", "HEAD:README.md")

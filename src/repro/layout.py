@@ -140,9 +140,20 @@ def is_abstract(experiment: str) -> bool:
 
 
 def experiment_names(root: Path | None = None) -> list[str]:
-    """Every experiment as '<paper>/<name>', sorted (abstract bases are none)."""
+    """Every experiment as '<paper>/<name>' (config/experiment/*/*.yaml, hidden names aside as glob
+    leaves them), sorted (abstract bases are none). Listed with os.scandir: pathlib's glob took
+    3 ms a call, and the claims report asks about 400 times."""
     base = (root or config_dir()) / "experiment"
-    names = (p.relative_to(base).with_suffix("").as_posix() for p in base.glob("*/*.yaml"))
+    names = []
+    try:
+        with os.scandir(base) as papers:
+            folders = [e.path for e in papers if not e.name.startswith(".") and e.is_dir()]
+    except OSError:
+        return []
+    for folder in folders:
+        paper = os.path.basename(folder)
+        with os.scandir(folder) as files:
+            names += [f"{paper}/{e.name[:-5]}" for e in files if e.name.endswith(".yaml") and not e.name.startswith(".")]
     return sorted(n for n in names if not is_abstract(n))
 
 

@@ -34,6 +34,10 @@ TIMING = ("_s", "_s_mean", "per_s", "seconds", "_time", "wall")
 
 
 def _cluster():
+    import importlib.util
+
+    if importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
+        real_services.absent("slurm", "the SLURM executor plugin is not installed (`make slurm-plugin`, or `pip install -e .[slurm]`)")
     if shutil.which("sbatch") is None:
         real_services.absent("slurm", "no sbatch (tools/slurm_local.sh start)")
     try:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, f"{workflow.basedir}/src")  # repro's light modules, without install
 from repro import layout, sweep
-from repro.pipeline import provenance, watchdog
+from repro.pipeline import dagcache, provenance, watchdog
 from repro.pipeline.scale import gpu_count, resolve_scale
 from repro.prepared import broken_splits, prepared_from
 
@@ -21,9 +21,13 @@ SCALE = resolve_scale(config["scale"])
 # `snakemake --sdm apptainer`, ignored otherwise.
 CPU_IMAGE = "containers/repro-cpu.sif"
 GPU_IMAGE = "containers/repro-gpu.sif"
-EXPERIMENTS = layout.experiment_names()
+# What the rules compute from config/ and src/repro/ alone, kept between Snakemake starts while
+# those files stay as they were (repro.pipeline.dagcache: .cache/dag.json)
+DAG_CACHE = dagcache.DagCache()
+EXPERIMENTS = DAG_CACHE.get("experiments", layout.experiment_names)
 # sweep experiment -> {point name: Point} for the points that run in the sweep's own folder
-SWEEPS = {e: sweep.own_points(e, SCALE) for e in EXPERIMENTS if sweep.is_sweep(e)}
+SWEEPS = {e: sweep.own_points(e, SCALE)
+          for e in DAG_CACHE.get("sweeps", lambda: [e for e in EXPERIMENTS if sweep.is_sweep(e)])}
 
 
 def experiments_of(paper):
@@ -35,7 +39,11 @@ def experiment_inputs(experiment):
     """What a step running ``experiment`` reads, by name: its experiment file and the base files it
     builds on, the source files behind its entry (provenance.experiment_code: editing any of them
     reruns it, and nothing else does), its declared inputs, the cubins it loads and, for a sweep, its
-    points' records."""
+    points' records (kept in DAG_CACHE)."""
+    return DAG_CACHE.get(f"inputs/{SCALE}/{experiment}", lambda: _experiment_inputs(experiment))
+
+
+def _experiment_inputs(experiment):
     found = {"cfg": [provenance.repo_path(p) for p in layout.experiment_files(experiment)],
              "code": provenance.experiment_code(experiment)}
     found.update({name: f"results/{path}" for name, path in layout.inputs(experiment).items()})
@@ -78,11 +86,16 @@ def step_resources(experiment_of_job):
     names the experiment a job runs."""
 
     def kind(wc):
-        return "gpu" if layout.gpus(experiment_of_job(wc)) else "cpu"
+        return "gpu" if experiment_gpus(experiment_of_job(wc)) else "cpu"
 
     keys = sorted({k for r in STEP_RESOURCES.values() for k in r})
     return {"gpu": lambda wc: step_gpus(experiment_of_job(wc)),
             **{k: (lambda wc, k=k: STEP_RESOURCES[kind(wc)].get(k, "")) for k in keys}}
+
+
+def experiment_gpus(experiment):
+    """The GPUs the experiment file declares (layout.gpus; kept in DAG_CACHE)."""
+    return DAG_CACHE.get(f"gpus/{experiment}", lambda: layout.gpus(experiment))
 
 
 @cache
@@ -97,7 +110,7 @@ def step_gpus(experiment):
     (repro.pipeline.run's gpu_plan: its CPU path, or skipped), so holding the one `gpu` slot of the
     default profile would only make the GPU-declaring steps wait for each other on an idle core. On a
     cluster (a non-local executor) the count stands: the compute nodes are not this machine."""
-    declared = layout.gpus(experiment)
+    declared = experiment_gpus(experiment)
     if SCALE == "smoke" and workflow.local_exec and not gpus_here():
         return 0
     return declared

@@ -1,5 +1,5 @@
 # Figures, the claims report and the one MLflow writer (whose run ids the report links).
-FIGURES = [e for e in EXPERIMENTS if layout.experiment_file(e).get("figure")]
+FIGURES = DAG_CACHE.get("figures", lambda: [e for e in EXPERIMENTS if layout.experiment_file(e).get("figure")])
 
 
 rule figure:

@@ -300,7 +300,7 @@ def _log(client, exp_id: str, rec: dict, digest: str, results: Path, where: str 
     kill_point("tracking.run_created")
     from mlflow.entities import Metric, Param
 
-    # in batches (MLflow's limits: 100 params, 1000 metrics a call), not a transaction per value
+    # in batches (MLflow's limits: 100 params, 1000 params and metrics a call), not a transaction per value
     now = int(time.time() * 1000)
     params = [Param(k[:250], v[:6000]) for k, v in _flatten(rec["params"]).items()]
     metrics = [Metric(k, v, now, 0) for k, v in rec["metrics"].items() if math.isfinite(v)]
@@ -313,10 +313,11 @@ def _log(client, exp_id: str, rec: dict, digest: str, results: Path, where: str 
             for col in df.select_dtypes("number").columns.drop("epoch"):
                 metrics += [Metric(f"epoch.{col}", float(val), now, int(step))
                             for step, val in zip(df["epoch"], df[col]) if math.isfinite(val)]
-    for i in range(0, len(params), 100):
-        client.log_batch(rid, params=params[i:i + 100])
-    for i in range(0, len(metrics), 1000):
-        client.log_batch(rid, metrics=metrics[i:i + 1000])
+    while params or metrics:  # as few calls as MLflow's limits allow (one for most records)
+        batch_params, params = params[:100], params[100:]
+        room = 1000 - len(batch_params)
+        batch_metrics, metrics = metrics[:room], metrics[room:]
+        client.log_batch(rid, params=batch_params, metrics=batch_metrics)
     kill_point("tracking.logged")
     client.log_artifacts(rid, str(rec_dir), artifact_path="run")
     # the experiment's figure (the figure rule's PNG and PDF), where it has been drawn
@@ -339,7 +340,11 @@ def ingest(results: Path, uri: str, artifact_root: Path | None = None) -> dict:
     summary = {"uri": uri, "logged": [], "already": [], "repaired": [], "superseded": [], "runs": {}}
     began_ms = int(time.time() * 1000)
     where = origin(results)
-    described: dict[str, str] = {}
+    exp_ids: dict = {}  # (paper, artifact location) -> its MLflow experiment, looked up (or made) once
+    # an SQLite store is held under store_lock for the whole ingestion: no other ingestion can log or
+    # delete a run meanwhile, so a run this one logs is the record's run (a server has no such lock:
+    # there each logged run is checked against what racing ingestions logged)
+    locked = sqlite_path(uri) is not None
     with store_lock(uri):
         client = MlflowClient(tracking_uri=uri)
         for rec_path in records.find(results):
@@ -349,10 +354,10 @@ def ingest(results: Path, uri: str, artifact_root: Path | None = None) -> dict:
             if artifact_root is not None and uri.startswith("sqlite"):
                 location = (Path(artifact_root) / rec["paper"]).resolve().as_uri()
             paper = rec["paper"]
-            if paper not in described:
-                described[paper] = paper_description(paper)
-            exp_id = _experiment(client, f"repro/{paper}", location,
-                                 {DESCRIPTION: described[paper], KIND: KIND_VALUE})
+            if (paper, location) not in exp_ids:
+                exp_ids[paper, location] = _experiment(client, f"repro/{paper}", location,
+                                                       {DESCRIPTION: paper_description(paper), KIND: KIND_VALUE})
+            exp_id = exp_ids[paper, location]
             rid = None
             for _attempt in range(3):
                 runs = _runs_of(client, exp_id, rec["record_id"])
@@ -373,6 +378,10 @@ def ingest(results: Path, uri: str, artifact_root: Path | None = None) -> dict:
                     mine = _log(client, exp_id, rec, digest, results, where)
                 except MlflowException:  # our run was deleted under us by a racing ingestion
                     continue
+                if locked:
+                    rid = mine
+                    summary["logged"].append(rec["record_id"])
+                    break
                 after = _runs_of(client, exp_id, rec["record_id"])
                 best = _winner(after, digest)
                 for r in after:
