@@ -25,9 +25,12 @@ GPU_IMAGE = "containers/repro-gpu.sif"
 # those files stay as they were (repro.pipeline.dagcache: .cache/dag.json)
 DAG_CACHE = dagcache.DagCache()
 EXPERIMENTS = DAG_CACHE.get("experiments", layout.experiment_names)
-# sweep experiment -> {point name: Point} for the points that run in the sweep's own folder
-SWEEPS = {e: sweep.own_points(e, SCALE)
-          for e in DAG_CACHE.get("sweeps", lambda: [e for e in EXPERIMENTS if sweep.is_sweep(e)])}
+# sweep experiment -> {point name: {"experiment": the experiment it runs, "overrides": its Hydra
+# overrides}} for the points that run in the sweep's own folder
+SWEEPS = DAG_CACHE.get(f"sweeps/{SCALE}", lambda: {
+    e: {name: {"experiment": p.experiment, "overrides": sweep.hydra_overrides(p, SCALE)}
+        for name, p in sweep.own_points(e, SCALE).items()}
+    for e in EXPERIMENTS if sweep.is_sweep(e)})
 
 
 def experiments_of(paper):
@@ -122,7 +125,7 @@ def experiment_of(wc):
 
 
 def point_of(wc):
-    """The sweep point a sweep_point job runs."""
+    """The sweep point a sweep_point job runs (SWEEPS' entry: its experiment and overrides)."""
     return SWEEPS[f"{wc.paper}/{wc.sweep}"][wc.point]
 
 

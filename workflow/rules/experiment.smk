@@ -27,19 +27,19 @@ rule experiment:
 # One point of a sweep: its experiment with the point's parameters (and seed), in the sweep's folder.
 rule sweep_point:
     input:
-        unpack(lambda wc: experiment_inputs(point_of(wc).experiment)),
+        unpack(lambda wc: experiment_inputs(point_of(wc)["experiment"])),
     output:
         record="results/{paper}/{sweep}/{point}/record.json",
     log:
         "results/logs/{paper}/{sweep}/{point}.log",
     params:
         scale=SCALE,
-        experiment=lambda wc: point_of(wc).experiment,
-        overrides=lambda wc: sweep.hydra_overrides(point_of(wc), SCALE),
+        experiment=lambda wc: point_of(wc)["experiment"],
+        overrides=lambda wc: point_of(wc)["overrides"],
     wildcard_constraints:
         **sweep.constraints(SWEEPS),
     resources:
-        **step_resources(lambda wc: point_of(wc).experiment),
+        **step_resources(lambda wc: point_of(wc)["experiment"]),
     container:
         GPU_IMAGE
     shell:
