@@ -18,7 +18,12 @@ record fields of repro.records, with provenance.collect()'s provenance), so the 
 - ``clean_dag_s`` (full mode only): the smoke DAG from clean results (`make clean-results` first:
   the kernel build cache and the import cache under .cache/ are kept, as `make clean-results` keeps
   them), and per rule its job count and summed job seconds (from Snakemake's metadata);
-- the load average (1 min) beside each timing: the machine may be shared.
+- the load average (1 min) beside each timing: the machine may be shared;
+- ``calibration_s``: a fixed single-core Python workload (CALIBRATION, median of 5) before and after
+  (``calibration_after_s``): lent machines of one kind run it 20-30% apart from hour to hour, so two
+  records are compared by their ratios to it, not by seconds alone;
+- ``params.slurm_plugin``: whether the SLURM executor plugin is installed (Snakemake imports it at
+  every start: `make slurm-plugin`; `make setup` leaves it out).
 
   python benchmarks/pipeline.py            full: clean smoke DAG, then the rest (removes results/ but reference/)
   python benchmarks/pipeline.py --quick    without the clean DAG (CI); counts per rule from a dry run
@@ -111,8 +116,15 @@ def clean_results() -> None:
 SMALL_JOB = ["repro.pipeline.run", "experiment=aida/model", "scale=smoke", "device=cpu", "replace=true"]
 
 
+CALIBRATION = [sys.executable, "-c", "sum(i * i % 7 for i in range(10_000_000))"]
+
+
 def measure(quick: bool, cores: str) -> dict:
-    m: dict = {"mode": "quick" if quick else "full", "cores": cores, "cpu_count": os.cpu_count()}
+    import importlib.util
+
+    m: dict = {"mode": "quick" if quick else "full", "cores": cores, "cpu_count": os.cpu_count(),
+               "slurm_plugin": importlib.util.find_spec("snakemake_executor_plugin_slurm") is not None}
+    m["calibration"] = timed(CALIBRATION, repeats=5)
     snakemake = [shutil.which("snakemake") or str(Path(sys.executable).parent / "snakemake")]
     py = [sys.executable]
     if not quick:
@@ -122,7 +134,7 @@ def measure(quick: bool, cores: str) -> dict:
         m["clean_dag"] = {"s": run["s"], "load": run["load"], "load_after": _load()}
         m["per_rule"] = job_seconds(started)
     m["snakemake_start"] = timed(snakemake + ["--version"], repeats=3)
-    if shutil.which("scontrol"):
+    if shutil.which("scontrol") and m["slurm_plugin"]:
         m["slurm_probe"] = timed(["scontrol", "show", "config"], check=False, timeout=30)
     dry = timed(snakemake + ["-n"] + SMOKE, repeats=3)
     m["dag_build"] = dry
@@ -142,6 +154,7 @@ def measure(quick: bool, cores: str) -> dict:
     }
     m["job_fixed"].update(warm_fixed(py, small_out))
     shutil.rmtree(small_out.partition("=")[2], ignore_errors=True)
+    m["calibration_after"] = timed(CALIBRATION, repeats=5)
     return m
 
 
@@ -177,7 +190,7 @@ def as_record(m: dict) -> dict:
     """The record: metrics are the seconds (and job counts), params the mode; provenance as every run's."""
     metrics = {"dag_build_s": m["dag_build"]["s"], "snakemake_start_s": m["snakemake_start"]["s"],
                "jobs_to_run": m["jobs_to_run"]}
-    for key in ("slurm_probe", "noop_rerun"):
+    for key in ("slurm_probe", "noop_rerun", "calibration", "calibration_after"):
         if key in m:
             metrics[f"{key}_s"] = m[key]["s"]
     if "clean_dag" in m:
@@ -191,7 +204,8 @@ def as_record(m: dict) -> dict:
     loads = {k: v["load"] for k, v in m.items() if isinstance(v, dict) and "load" in v}
     loads.update({f"job_fixed.{k}": v["load"] for k, v in m["job_fixed"].items()})
     return {"experiment": f"pipeline_{m['mode']}", "paper": "benchmarks", "scale": "smoke", "status": "ok",
-            "params": {"mode": m["mode"], "cores": m["cores"], "cpu_count": m["cpu_count"]},
+            "params": {"mode": m["mode"], "cores": m["cores"], "cpu_count": m["cpu_count"],
+                       "slurm_plugin": m["slurm_plugin"]},
             "metrics": metrics, "tags": {"load_average_1min": json.dumps(loads, sort_keys=True)},
             "timings": {k: v["runs"] for k, v in m.items() if isinstance(v, dict) and "runs" in v},
             "provenance": provenance.collect(), "started": m["started"]}
@@ -201,7 +215,9 @@ def report(m: dict) -> str:
     def row(name, t, note=""):
         return f"  {name:<34} {t['s']:>8.2f} s   load {t['load']:<5} {note}"
 
-    lines = [f"pipeline bench ({m['mode']}, --cores {m['cores']}, {m['cpu_count']} CPUs):"]
+    lines = [f"pipeline bench ({m['mode']}, --cores {m['cores']}, {m['cpu_count']} CPUs, SLURM plugin "
+             f"{'installed' if m['slurm_plugin'] else 'not installed'}):"]
+    lines.append(row("machine calibration (before)", m["calibration"], "(a fixed Python workload: machine speed)"))
     if "clean_dag" in m:
         lines.append(row("clean smoke DAG", m["clean_dag"], "(target <= 300 s)"))
     lines.append(row("no-op rerun (median of 3)", m["noop_rerun"], "(target <= 2 s)") if "noop_rerun" in m
@@ -212,6 +228,7 @@ def report(m: dict) -> str:
         lines.append(row("of which SLURM probe (scontrol)", m["slurm_probe"], "(the SLURM plugin's, at import)"))
     for name, t in m["job_fixed"].items():
         lines.append(row(f"job fixed cost: {name}", t))
+    lines.append(row("machine calibration (after)", m["calibration_after"]))
     lines.append("  per rule: jobs" + ("  summed job s" if "clean_dag" in m else ""))
     for rule, r in sorted(m["per_rule"].items(), key=lambda kv: -kv[1].get("job_s", kv[1]["jobs"])):
         lines.append(f"    {rule:<18} {r['jobs']:>4}" + (f"  {r['job_s']:>9.1f}" if "job_s" in r else ""))

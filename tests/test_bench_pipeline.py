@@ -56,7 +56,8 @@ def test_job_seconds_sum_each_job_once_and_only_this_runs(bench, tmp_path):
 
 def test_the_record_is_a_valid_record_with_every_timing(bench):
     t = {"s": 1.5, "runs": [1.4, 1.5, 1.6], "load": 0.3, "out": ""}
-    m = {"mode": "full", "cores": "all", "cpu_count": 2, "started": "2026-12-03T00:00:00+00:00",
+    m = {"mode": "full", "cores": "all", "cpu_count": 2, "started": "2026-12-03T00:00:00+00:00", "slurm_plugin": False,
+         "calibration": t, "calibration_after": {**t, "s": 1.8},
          "clean_dag": {"s": 250.0, "load": 0.1, "load_after": 1.9}, "snakemake_start": t, "slurm_probe": t,
          "dag_build": t, "noop_rerun": t, "jobs_to_run": 0,
          "job_fixed": {"python": t, "repro.pipeline.run": t, "repro.figures": t},
@@ -65,6 +66,8 @@ def test_the_record_is_a_valid_record_with_every_timing(bench):
     records.validate(record)
     assert record["metrics"]["clean_dag_s"] == 250.0 and record["metrics"]["noop_rerun_s"] == 1.5
     assert record["metrics"]["jobs.figure"] == 78 and record["metrics"]["job_s.figure"] == 120.0
+    assert record["metrics"]["calibration_after_s"] == 1.8 and record["params"]["slurm_plugin"] is False
+    assert "SLURM plugin not installed" in bench.report(m) and "machine calibration (after)" in bench.report(m)
     assert record["metrics"]["job_fixed_repro_pipeline_run_s"] == 1.5 and "commit" in record["provenance"]
     assert json.loads(record["tags"]["load_average_1min"])["clean_dag"] == 0.1
     assert "clean smoke DAG" in bench.report(m) and "no-op rerun" in bench.report(m)
