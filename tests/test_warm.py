@@ -312,3 +312,37 @@ def test_another_user_is_refused(wenv):
         os.chmod(sock_dir, 0o700)
     assert reply.startswith("{") and "not this user's" in reply and "pid" not in reply
     assert "refused a connection of uid 65534" in (sock_dir / "server.log").read_text()
+
+
+def test_the_figure_servers_warm_up_changes_no_figure():
+    """The figures server draws one figure before it serves (fonts and text layouts loaded once, not
+    in every child): rcParams and pyplot's figures stay as they were, and a figure drawn after it is
+    byte for byte the one a fresh process draws."""
+    script = r'''
+import io, sys
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import seaborn as sns
+from repro.pipeline import warm
+
+def draw():
+    fig, ax = plt.subplots(figsize=(4, 3))
+    sns.lineplot(x=[1, 2, 4, 8], y=[3.0, 1.5, 2.5, 0.7], marker="o", ax=ax, label="ours")
+    ax.set(title="speed-up 1.3x", xlabel="k", ylabel=r"$\mu$s", xscale="log")
+    out = io.BytesIO()
+    fig.savefig(out, format="png", dpi=150, bbox_inches="tight")
+    plt.close(fig)
+    return out.getvalue()
+
+if sys.argv[1] == "warm":
+    before = dict(matplotlib.rcParams)
+    warm._warm_text()
+    assert dict(matplotlib.rcParams) == before and plt.get_fignums() == []
+sys.stdout.buffer.write(draw())
+'''
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    cold, warmed = (subprocess.run([sys.executable, "-c", script, mode], capture_output=True, env=env, timeout=120)
+                    for mode in ("cold", "warm"))
+    assert cold.returncode == 0 and warmed.returncode == 0, (cold.stderr + warmed.stderr)[-2000:]
+    assert cold.stdout.startswith(b"\x89PNG") and warmed.stdout == cold.stdout
