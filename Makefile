@@ -42,7 +42,8 @@ mlflow-ui: setup          ## browse the runs (telemetry off); prints the URL: ht
 # The real services (tests/real; .ci/run runs them all). Each installs its Debian packages if missing (root).
 REAL_TEST   := PYTHONPATH=$(abspath src) $(VENV)/bin/python -m pytest -q
 
-SLURM_SPEC  := snakemake-executor-plugin-slurm==2.8.0  # pyproject.toml's `slurm` extra
+# pyproject.toml's `slurm` extra
+SLURM_SPEC  := snakemake-executor-plugin-slurm==2.8.0
 
 slurm-plugin: setup       ## install the SLURM executor plugin (the `slurm` extra; not in `setup`: it slows every Snakemake start)
 	$(PY) -c "import snakemake_executor_plugin_slurm" 2>/dev/null || $(PY) -m pip install -q "$(SLURM_SPEC)"

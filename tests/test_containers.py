@@ -240,3 +240,10 @@ def test_smoke_steps_hold_no_gpu_slot_on_a_machine_without_a_gpu(monkeypatch, gp
         for job in declaring:
             if job.rule.name != "sweep_point":
                 assert job.resources["gpu"] == layout.gpus(job.wildcards.experiment), job
+
+
+def test_the_makefiles_slurm_plugin_is_the_slurm_extras_pin():
+    """`make slurm-plugin` installs exactly what `pip install -e .[slurm]` would."""
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["slurm"]
+    spec = re.search(r"^SLURM_SPEC\s*:=\s*(\S+)\s*$", (REPO / "Makefile").read_text(), re.M).group(1)
+    assert extra == [spec]
