@@ -39,6 +39,24 @@ def test_the_stamp_changes_with_any_file_of_the_trees(tmp_path):
         seen.add(stamp)
 
 
+def test_the_rule_files_and_the_snakefile_count(tmp_path):
+    """The rules' output patterns (a kernel's status file) are part of what is cached: an edit of a
+    rule file or of the Snakefile changes the stamp; another file beside the Snakefile does not."""
+    config, src = _trees(tmp_path)
+    (tmp_path / "workflow" / "rules").mkdir(parents=True)
+    (tmp_path / "workflow" / "rules" / "build.smk").write_text("rule build_kernel:\n")
+    (tmp_path / "Snakefile").write_text("include: 'workflow/rules/build.smk'\n")
+    roots = (config, src, tmp_path / "workflow", tmp_path)
+    stamp = dagcache.tree_stamp(roots)
+    (tmp_path / "README.md").write_text("not read by the rules\n")
+    assert dagcache.tree_stamp(roots) == stamp
+    (tmp_path / "workflow" / "rules" / "build.smk").write_text("rule build_kernels:\n")
+    assert dagcache.tree_stamp(roots) != stamp
+    stamp = dagcache.tree_stamp(roots)
+    (tmp_path / "Snakefile").write_text("include: 'workflow/rules/build.smk'  \n")
+    assert dagcache.tree_stamp(roots) != stamp
+
+
 def test_values_are_computed_once_per_stamp(tmp_path):
     path, calls = tmp_path / "dag.json", []
 

@@ -21,8 +21,8 @@ SCALE = resolve_scale(config["scale"])
 # `snakemake --sdm apptainer`, ignored otherwise.
 CPU_IMAGE = "containers/repro-cpu.sif"
 GPU_IMAGE = "containers/repro-gpu.sif"
-# What the rules compute from config/ and src/repro/ alone, kept between Snakemake starts while
-# those files stay as they were (repro.pipeline.dagcache: .cache/dag.json)
+# What the rules compute from config/, src/repro/ and the rule files alone, kept between Snakemake
+# starts while those files stay as they were (repro.pipeline.dagcache: .cache/dag.json)
 DAG_CACHE = dagcache.DagCache()
 EXPERIMENTS = DAG_CACHE.get("experiments", layout.experiment_names)
 # sweep experiment -> {point name: {"experiment": the experiment it runs, "overrides": its Hydra

@@ -4,8 +4,9 @@ starts.
 Every start of Snakemake (a no-op rerun, ``-n``, each SLURM job) evaluates the Snakefile and the
 rules' input functions: for each experiment its config files, the import closure of its entry's
 sources, its declared inputs, kernels and sweep points (workflow/rules/common.smk). Those are pure
-functions of the files under ``config/`` and ``src/repro/`` (and of the scale), so they are kept in
-``.cache/dag.json`` (``$REPRO_DAG_CACHE``), keyed by a stamp of those trees: each file's path, size
+functions of the files under ``config/``, ``src/repro/`` and ``workflow/`` and of the Snakefile (the
+rules' output patterns are in the rule files), and of the scale, so they are kept in
+``.cache/dag.json`` (``$REPRO_DAG_CACHE``), keyed by a stamp of those files: each file's path, size
 and modification time, as Snakemake itself judges outputs by modification times. Any change to
 any of the files (an edit, a checkout, a new experiment) changes the stamp, and the next start
 computes everything again (about 0.5 s on 2 cores); an unreadable or foreign cache is an empty one.
@@ -25,8 +26,8 @@ from typing import Callable
 from repro.layout import REPO_ROOT, config_dir
 
 VERSION = 1
-# the source trees the cached values are computed from: (root, glob)
-TREES = (("config", "**/*"), ("src/repro", "**/*.py"))
+# the files the cached values are computed from: (folder, glob)
+TREES = (("config", "**/*"), ("src/repro", "**/*.py"), ("workflow", "**/*"), (".", "Snakefile"))
 
 
 def cache_path() -> Path:
@@ -34,9 +35,9 @@ def cache_path() -> Path:
 
 
 def tree_stamp(roots: tuple[Path, ...] | None = None) -> str:
-    """A digest of (path, size, mtime_ns) of every file of TREES (``roots``: the folders, default this
-    repository's config directory and src/repro), and of the roots themselves."""
-    roots = roots or (config_dir(), REPO_ROOT / "src" / "repro")
+    """A digest of (path, size, mtime_ns) of every file of TREES (``roots``: their folders, default
+    this repository's config directory, src/repro, workflow and its root), and of the roots themselves."""
+    roots = roots or (config_dir(), REPO_ROOT / "src" / "repro", REPO_ROOT / "workflow", REPO_ROOT)
     h = hashlib.sha256(f"v{VERSION}".encode())
     for root, (_, pattern) in zip(roots, TREES):
         h.update(f"\0{root}".encode())
