@@ -96,9 +96,9 @@ def own_points(sweep: str, scale: str, root: Path | None = None) -> dict[str, Po
             if needed_record(sweep, p, scale, root=root) != layout.record_path(p.experiment)}
 
 
-def constraints(sweeps: dict[str, dict[str, Point]]) -> dict[str, str]:
+def constraints(sweeps: dict[str, dict]) -> dict[str, str]:
     """Wildcard constraints (paper, sweep, point) of the sweep_point rule for ``sweeps``
-    (sweep experiment -> its own points by name)."""
+    (sweep experiment -> its own points by name; only the names are read)."""
     return dict(paper=layout.alternatives(s.partition("/")[0] for s in sweeps),
                 sweep=layout.alternatives(s.partition("/")[2] for s in sweeps),
                 point=layout.alternatives(p for points in sweeps.values() for p in points))

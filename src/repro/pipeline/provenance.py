@@ -54,27 +54,23 @@ def changed_since(commit: str, paths: list[str]) -> list[str] | None:
     it now. None when that cannot be told (no git, or a commit this clone does not have)."""
     if not commit or commit == "unknown":
         return None
-    if any(c in p for p in paths for c in "*?[:!\\"):  # a pathspec's magic: git picks the files
-        if _git("cat-file", "-e", f"{commit}^{{commit}}") is None:
-            return None
-        out = _git("diff", "--name-only", "--no-renames", "-I", r"^\s*#", commit, "--", *paths)
-        return None if out is None else [line for line in out.splitlines() if line]
-    changed = _changed_files(str(REPO_ROOT), commit)
-    if changed is None:
-        return None
+    magic = any(c in p for p in paths for c in "*?[:!\\")  # a pathspec's magic: git picks the files
+    changed = _changed_files(str(REPO_ROOT), commit, tuple(paths) if magic else ())
+    if changed is None or magic:
+        return None if changed is None else list(changed)
     wanted = [p.rstrip("/") for p in paths]
     return [f for f in changed if any(f == p or f.startswith(p + "/") for p in wanted)]
 
 
 @lru_cache(maxsize=256)
-def _changed_files(repo: str, commit: str) -> tuple[str, ...] | None:
-    """Every file that differs between ``commit`` and the working tree, comment-only lines aside
-    (renames as the two paths they touch), asked of git once per commit and process: the claims
-    report asks for about 200 records' files against some 20 commits. (Kept for the process: the
-    report's processes do not change the tree they read.)"""
+def _changed_files(repo: str, commit: str, pathspec: tuple[str, ...] = ()) -> tuple[str, ...] | None:
+    """The files that differ between ``commit`` and the working tree (under ``pathspec``; all of them
+    without one), comment-only lines aside (renames as the two paths they touch), asked of git once
+    per commit and process: the claims report asks for about 200 records' files against some 20
+    commits. (Kept for the process: the report's processes do not change the tree they read.)"""
     if _git("cat-file", "-e", f"{commit}^{{commit}}") is None:
         return None
-    out = _git("diff", "--name-only", "--no-renames", "-I", r"^\s*#", commit)
+    out = _git("diff", "--name-only", "--no-renames", "-I", r"^\s*#", commit, *(["--", *pathspec] if pathspec else []))
     return None if out is None else tuple(line for line in out.splitlines() if line)
 
 

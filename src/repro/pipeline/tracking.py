@@ -340,7 +340,7 @@ def ingest(results: Path, uri: str, artifact_root: Path | None = None) -> dict:
     summary = {"uri": uri, "logged": [], "already": [], "repaired": [], "superseded": [], "runs": {}}
     began_ms = int(time.time() * 1000)
     where = origin(results)
-    exp_ids: dict = {}  # (paper, artifact location) -> its MLflow experiment, looked up (or made) once
+    exp_ids: dict[str, str] = {}  # paper -> its MLflow experiment, looked up (or made) once
     # an SQLite store is held under store_lock for the whole ingestion: no other ingestion can log or
     # delete a run meanwhile, so a run this one logs is the record's run (a server has no such lock:
     # there each logged run is checked against what racing ingestions logged)
@@ -354,10 +354,10 @@ def ingest(results: Path, uri: str, artifact_root: Path | None = None) -> dict:
             if artifact_root is not None and uri.startswith("sqlite"):
                 location = (Path(artifact_root) / rec["paper"]).resolve().as_uri()
             paper = rec["paper"]
-            if (paper, location) not in exp_ids:
-                exp_ids[paper, location] = _experiment(client, f"repro/{paper}", location,
-                                                       {DESCRIPTION: paper_description(paper), KIND: KIND_VALUE})
-            exp_id = exp_ids[paper, location]
+            if paper not in exp_ids:
+                exp_ids[paper] = _experiment(client, f"repro/{paper}", location,
+                                             {DESCRIPTION: paper_description(paper), KIND: KIND_VALUE})
+            exp_id = exp_ids[paper]
             rid = None
             for _attempt in range(3):
                 runs = _runs_of(client, exp_id, rec["record_id"])
