@@ -34,24 +34,33 @@ class NetsParams:
     repeats: int = 30  # per layer; the median is used
 
 
+def _net_rows(spec: dict, p: NetsParams, ctx: Context, runs, train, test) -> tuple[list, pd.DataFrame, list]:
+    """One net's exit accuracies, training losses and layer profiles (a stage: a run killed after it keeps them)."""
+    net = exits.build(spec["name"], **spec["kw"])
+    hist = train_exits(net, train, p.training, ctx.device, ctx.seed, progress=ctx.progress)
+    acc = exit_accuracy(net, train, test, ctx.device)
+    accuracy = [dict(net=spec["name"], exit=e, attach=a, accuracy=float(v))
+                for e, (a, v) in enumerate(zip(net.attach, acc))]
+    layers = []
+    for variant, kw in [("trained", spec["kw"]), *[(f"fit{k}", kw) for k, kw in enumerate(spec.get("fit", []))]]:
+        model = net if variant == "trained" else exits.build(spec["name"], **kw)
+        for role, dev, threads in runs:
+            df = profile.profile(model, dev, threads, p.warmup, p.repeats)
+            layers.append(df.assign(net=spec["name"], variant=variant, kw=str(kw), role=role,
+                                    threads=processors.recorded_threads(dev, threads)))
+    return accuracy, hist.assign(net=spec["name"]), layers
+
+
 @experiment(params=NetsParams, needs_gpu=False)
 def nets(p: NetsParams, ctx: Context) -> Result:
     runs = processors.processors(ctx.device, p.device_threads, p.edge_threads)
     train, test = splits(p.data, ctx)
     accuracy, losses, layers = [], [], []
     for spec in p.nets:
-        net = exits.build(spec["name"], **spec["kw"])
-        hist = train_exits(net, train, p.training, ctx.device, ctx.seed, progress=ctx.progress)
-        losses.append(hist.assign(net=spec["name"]))
-        acc = exit_accuracy(net, train, test, ctx.device)
-        accuracy += [dict(net=spec["name"], exit=e, attach=a, accuracy=float(v))
-                     for e, (a, v) in enumerate(zip(net.attach, acc))]
-        for variant, kw in [("trained", spec["kw"]), *[(f"fit{k}", kw) for k, kw in enumerate(spec.get("fit", []))]]:
-            model = net if variant == "trained" else exits.build(spec["name"], **kw)
-            for role, dev, threads in runs:
-                df = profile.profile(model, dev, threads, p.warmup, p.repeats)
-                layers.append(df.assign(net=spec["name"], variant=variant, kw=str(kw), role=role,
-                                        threads=processors.recorded_threads(dev, threads)))
+        acc_rows, hist, net_layers = ctx.stage(spec["name"], lambda spec=spec: _net_rows(spec, p, ctx, runs, train, test))
+        accuracy += acc_rows
+        losses.append(hist)
+        layers += net_layers
     layers = pd.concat(layers, ignore_index=True)
     acc = pd.DataFrame(accuracy)
     trained = layers[layers["variant"] == "trained"]

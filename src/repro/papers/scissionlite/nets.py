@@ -41,6 +41,38 @@ class NetsParams:
     repeats: int = 30  # per layer and codec side; the median is used
 
 
+def _net_rows(spec: dict, p: NetsParams, ctx: Context, runs, train, test, x) -> tuple[list, list, list, list]:
+    """One base net's accuracy, codec, layer and loss rows: the net, a transfer layer at each split point
+    and the int8 split there (a stage: a run killed after it keeps them)."""
+    accuracy, codecs, layers, losses = [], [], [], []
+    name = spec["name"]
+    net = plain.build(name, **spec["kw"])
+    losses.append(train_exits(net, train, p.training, ctx.device, ctx.seed, progress=ctx.progress)
+                  .assign(net=name, split=-1))
+    base = float(exit_accuracy(net, train, test, ctx.device)[-1])
+    accuracy.append(dict(net=name, split=-1, codec="none", top1=base, drop_points=0.0))
+    tensors = transfer.split_tensors(net.cpu(), x)
+    for s in transfer.points(net, p.transfer.spatial):
+        tl = transfer.TransferLayer(tensors[s].shape[1], p.transfer.reduction, p.transfer.spatial)
+        tl_net = transfer.with_codec(net, s, tl)
+        losses.append(train_exits(tl_net, train, p.transfer.training, ctx.device, ctx.seed, progress=ctx.progress)
+                      .assign(net=name, split=s))
+        for codec, coded in (("tl", tl_net), ("int8", transfer.with_codec(net, s, transfer.Int8Codec()))):
+            top1 = float(exit_accuracy(coded, train, test, ctx.device)[-1])
+            accuracy.append(dict(net=name, split=s, codec=codec, top1=top1, drop_points=100 * (base - top1)))
+            side = coded.layers[1]
+            for role, dev, threads in runs:
+                t = transfer.codec_times(side, tensors[s], dev, threads, p.warmup, p.repeats)
+                codecs.append(dict(net=name, split=s, codec=codec, role=role,
+                                   threads=processors.recorded_threads(dev, threads),
+                                   plain_bytes=tensors[s].numel() * tensors[s].element_size(), **t))
+    for role, dev, threads in runs:
+        df = profile.profile(net, dev, threads, p.warmup, p.repeats)
+        layers.append(df.assign(net=name, kw=str(spec["kw"]), role=role,
+                                threads=processors.recorded_threads(dev, threads)))
+    return accuracy, codecs, layers, losses
+
+
 @experiment(params=NetsParams, needs_gpu=False)
 def nets(p: NetsParams, ctx: Context) -> Result:
     import torch
@@ -50,31 +82,9 @@ def nets(p: NetsParams, ctx: Context) -> Result:
     x = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(0))
     accuracy, codecs, layers, losses = [], [], [], []
     for spec in p.nets:
-        name = spec["name"]
-        net = plain.build(name, **spec["kw"])
-        losses.append(train_exits(net, train, p.training, ctx.device, ctx.seed, progress=ctx.progress)
-                      .assign(net=name, split=-1))
-        base = float(exit_accuracy(net, train, test, ctx.device)[-1])
-        accuracy.append(dict(net=name, split=-1, codec="none", top1=base, drop_points=0.0))
-        tensors = transfer.split_tensors(net.cpu(), x)
-        for s in transfer.points(net, p.transfer.spatial):
-            tl = transfer.TransferLayer(tensors[s].shape[1], p.transfer.reduction, p.transfer.spatial)
-            tl_net = transfer.with_codec(net, s, tl)
-            losses.append(train_exits(tl_net, train, p.transfer.training, ctx.device, ctx.seed, progress=ctx.progress)
-                          .assign(net=name, split=s))
-            for codec, coded in (("tl", tl_net), ("int8", transfer.with_codec(net, s, transfer.Int8Codec()))):
-                top1 = float(exit_accuracy(coded, train, test, ctx.device)[-1])
-                accuracy.append(dict(net=name, split=s, codec=codec, top1=top1, drop_points=100 * (base - top1)))
-                side = coded.layers[1]
-                for role, dev, threads in runs:
-                    t = transfer.codec_times(side, tensors[s], dev, threads, p.warmup, p.repeats)
-                    codecs.append(dict(net=name, split=s, codec=codec, role=role,
-                                       threads=processors.recorded_threads(dev, threads),
-                                       plain_bytes=tensors[s].numel() * tensors[s].element_size(), **t))
-        for role, dev, threads in runs:
-            df = profile.profile(net, dev, threads, p.warmup, p.repeats)
-            layers.append(df.assign(net=name, kw=str(spec["kw"]), role=role,
-                                    threads=processors.recorded_threads(dev, threads)))
+        rows = ctx.stage(spec["name"], lambda spec=spec: _net_rows(spec, p, ctx, runs, train, test, x))
+        for into, part in zip((accuracy, codecs, layers, losses), rows):
+            into += part
     acc, layers, codecs = pd.DataFrame(accuracy), pd.concat(layers, ignore_index=True), pd.DataFrame(codecs)
     metrics = {f"{n}_top1": a for n, a in acc.loc[acc["codec"] == "none", ["net", "top1"]].itertuples(index=False)}
     for (net, codec), g in acc[acc["codec"] != "none"].groupby(["net", "codec"]):
