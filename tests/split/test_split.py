@@ -110,6 +110,21 @@ def test_predictor_recovers_a_linear_law_per_kind_and_falls_back():
     assert (fitted.predict(other) > 0).all()
 
 
+def test_predictor_fits_relative_error_so_small_layers_are_not_sacrificed_to_large_ones():
+    # one kind, a linear law with +-20% multiplicative noise, and one 100x larger layer timed 3x slow
+    # (an unaligned width's slow path): an absolute-error fit bends to that layer and misses the small
+    # ones by far more than their noise; the relative-error fit keeps them within it
+    rng = np.random.default_rng(2)
+    flops = np.r_[rng.uniform(1e5, 1e6, 30), 1e8]
+    law = 1e-6 + 1e-11 * flops
+    df = pd.DataFrame({"kind": "conv", "flops": flops, "in_bytes": 1e3, "out_bytes": 1e3,
+                       "time_s": law * np.r_[rng.uniform(0.8, 1.2, 30), 3.0]})
+    err = relative_errors(df["time_s"], Predictor().fit(df).predict(df))[:30]
+    assert np.median(err) < 0.2
+    with pytest.raises(ValueError, match="time <= 0"):
+        Predictor().fit(df.assign(time_s=0.0))
+
+
 def test_regime_trace_holds_each_regime():
     trace, levels = regime_trace(0.1, 100.0, regimes=5, regime_s=10.0, cv=0.0, corr_s=1.0, step_s=0.5, seed=3)
     assert trace.bps.size == levels.size == 100
