@@ -56,6 +56,7 @@ def test_configure_headlines_and_invariants(runs):
     dyn = result.tables["dynamic"]
     assert (dyn["oracle_accuracy"] >= dyn[["edgent_dynamic_accuracy", "fixed_accuracy", "last_sample_accuracy"]].max(axis=1)
             - 1e-12).all()
+    assert 0 <= m["dynamic_true_changes_found"] <= m["dynamic_true_changes"]
     assert fig is not None
 
 
@@ -64,6 +65,18 @@ def test_change_point_found_at_a_level_shift():
     window = np.concatenate([np.full(20, 10e6), np.full(15, 1e6)]) * np.exp(rng.normal(0, 0.05, 35))
     assert abs(cfgmod.last_change(window, pen=2 * 0.05 ** 2 * np.log(35) * 10, min_size=3) - 20) <= 1
     assert cfgmod.last_change(np.full(30, 5e6) * np.exp(rng.normal(0, 0.05, 30)), pen=1.0, min_size=3) == 0
+
+
+def test_change_points_count_distinct_detections_not_sliding_windows():
+    # a window's last segment reported at 60 for many steps as windows slide, jittering to 61, and
+    # windows holding no change (-1) in between: one found point; a second at 90; true changes at
+    # 60 and 120 (levels per step from step 40), so one of two is found
+    change_at = np.array([-1] * 5 + [60] * 10 + [61] * 5 + [-1] * 20 + [90] * 5)
+    levels = np.repeat([1.0, 2.0, 3.0], [20, 60, 20])
+    found, true = cfgmod.change_point_counts(change_at, levels, first_step=40, tolerance=3)
+    assert found.tolist() == [60, 90] and true.tolist() == [60, 120]
+    dyn = np.array([-1, 45, 46, 47, 48])  # a point that moves one step a step: still one, not four
+    assert cfgmod.change_point_counts(dyn, np.ones(5), 0, 3)[0].size == 1
 
 
 def test_claims_read_metrics_configure_writes(runs):

@@ -205,6 +205,20 @@ def last_change(window: np.ndarray, pen: float, min_size: int) -> int:
     return bkps[-2] if len(bkps) > 1 else 0
 
 
+def change_point_counts(change_at: np.ndarray, levels: np.ndarray, first_step: int, tolerance: int
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct change points PELT reported over the run, the trace's true regime changes), as
+    step indices: ``change_at`` per step is the detected start of the window's last segment (-1
+    where the window holds none), ``levels`` the true regime level per step from ``first_step``; only
+    changes the windows could see (after the first window) count as true. A point reported again a
+    few steps apart, as windows slide, is one point: reports within ``tolerance`` steps of the
+    previous one join it."""
+    seen = np.unique(change_at[change_at >= 0])
+    found = seen[np.r_[True, np.diff(seen) > tolerance]] if seen.size else seen
+    true = first_step + np.flatnonzero(np.diff(levels) != 0) + 1
+    return found, true
+
+
 def dynamic_run(measured: optimise.Profile, predicted: optimise.Profile, d: Dynamic, a: Assumed, g: Grid,
                 deadline: float, seed: int) -> tuple[pd.DataFrame, dict[str, float]]:
     """Per step: the true bandwidth, the detected regime start, the estimate and each policy's outcome."""
@@ -223,7 +237,7 @@ def dynamic_run(measured: optimise.Profile, predicted: optimise.Profile, d: Dyna
                      "last_sample": float(seen[-1]), "oracle": float(bps[t])}
         truth = optimise.latency(m, bps[t], rtt)
         row = dict(step=t, time_s=t * d.step_s, bandwidth_mbps=bps[t] / 1e6, regime_mbps=levels[t] / 1e6,
-                   change_at=t - d.window + start, estimate_mbps=estimates["edgent_dynamic"] / 1e6)
+                   change_at=t - d.window + start if start else -1, estimate_mbps=estimates["edgent_dynamic"] / 1e6)
         for policy, bw in estimates.items():
             table = truth if policy == "oracle" else optimise.latency(pr, bw, rtt)
             c = (optimise.exhaustive if policy == "oracle" else optimise.best)(table, m.accuracy, deadline)
@@ -236,8 +250,10 @@ def dynamic_run(measured: optimise.Profile, predicted: optimise.Profile, d: Dyna
         metrics[f"dynamic_{policy}_accuracy"] = float(df[f"{policy}_accuracy"].mean())
         metrics[f"dynamic_{policy}_met"] = float(df[f"{policy}_met"].mean())
     metrics["dynamic_deadline_ms"] = deadline * 1e3
-    metrics["dynamic_change_points"] = float((np.diff(df["change_at"].to_numpy()) != 0).sum())
-    metrics["dynamic_true_changes"] = float(d.regimes - 1)
+    found, true = change_point_counts(df["change_at"].to_numpy(), levels[d.window:len(bps)], d.window, d.min_size)
+    metrics["dynamic_change_points"] = float(len(found))
+    metrics["dynamic_true_changes"] = float(len(true))
+    metrics["dynamic_true_changes_found"] = float(sum(bool(np.any(np.abs(found - c) <= d.min_size)) for c in true))
     return df, metrics
 
 
