@@ -68,7 +68,7 @@ browser-test: setup       ## headless Chromium on the MLflow UI and the claims r
 readme: setup             ## regenerate README's per-experiment table from the committed records (rows: docs/results-table.yaml)
 	$(PY) -m repro.report.readme
 
-bench-pipeline: setup     ## pipeline speed: clean smoke DAG, no-op rerun, DAG build, per-job cost (BENCH_ARGS=--quick: no clean DAG)
+bench-pipeline: setup     ## pipeline speed: clean smoke DAG, no-op rerun, DAG build, per-job cost (BENCH_ARGS=--quick: no clean DAG; --tests: also make test)
 	PATH=$(abspath $(VENV))/bin:$$PATH PYTHONPATH=$(abspath src) $(PY) benchmarks/pipeline.py $(BENCH_ARGS)
 
 wheelhouse:               ## cp312 wheels of what a GPU machine lacks, for air-gapped clusters (.whl/)

@@ -23,10 +23,15 @@ record fields of repro.records, with provenance.collect()'s provenance), so the 
   (``calibration_after_s``): lent machines of one kind run it 20-30% apart from hour to hour, so two
   records are compared by their ratios to it, not by seconds alone;
 - ``params.slurm_plugin``: whether the SLURM executor plugin is installed (Snakemake imports it at
-  every start: `make slurm-plugin`; `make setup` leaves it out).
+  every start: `make slurm-plugin`; `make setup` leaves it out);
+- ``make_test_s`` (``--tests``): the README's test command, `make test`, alone on the machine after
+  the rest, with its outcome (``tests_passed``, ``_failed``, ``_skipped``) and, from its JUnit file,
+  the summed test seconds per test folder (``test_s.<folder>``; a session fixture's set-up, such as
+  the smoke DAG's, counts in the first test that uses it) and the longest single tests (tags).
 
   python benchmarks/pipeline.py            full: clean smoke DAG, then the rest (removes results/ but reference/)
   python benchmarks/pipeline.py --quick    without the clean DAG (CI); counts per rule from a dry run
+  python benchmarks/pipeline.py --tests    also `make test` (its target: <= 600 s on 2 cores)
 """
 
 from __future__ import annotations
@@ -61,16 +66,16 @@ def _load() -> float:
 def timed(cmd: list[str], repeats: int = 1, check: bool = True, timeout: float | None = None,
           env: dict | None = None) -> dict:
     """Run ``cmd`` in the repository ``repeats`` times: {"s": median wall seconds, "runs": [...],
-    "load": load average before the first run, "out": the last run's stdout + stderr}."""
-    runs, load, out = [], _load(), ""
+    "load": load average before the first run, "out": the last run's stdout + stderr, "rc": its exit code}."""
+    runs, load, out, rc = [], _load(), "", 0
     for _ in range(repeats):
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
         runs.append(round(time.perf_counter() - t0, 3))
-        out = proc.stdout + proc.stderr
+        out, rc = proc.stdout + proc.stderr, proc.returncode
         if check and proc.returncode != 0:
             raise SystemExit(f"pipeline bench: {' '.join(cmd)} failed ({proc.returncode}):\n{out[-3000:]}")
-    return {"s": round(statistics.median(runs), 3), "runs": runs, "load": load, "out": out}
+    return {"s": round(statistics.median(runs), 3), "runs": runs, "load": load, "out": out, "rc": rc}
 
 
 def job_counts(dry_run_output: str) -> dict[str, int]:
@@ -117,6 +122,38 @@ SMALL_JOB = ["repro.pipeline.run", "experiment=aida/model", "scale=smoke", "devi
 
 
 CALIBRATION = [sys.executable, "-c", "sum(i * i % 7 for i in range(10_000_000))"]
+
+
+def junit_summary(path: Path, longest: int = 10) -> dict:
+    """From a pytest JUnit file: passed / failed / skipped counts, summed seconds per test folder
+    (the test's module path up to its file: tests.real, tests, tests.comet, ...) and the ``longest``
+    single tests as (seconds, node id)."""
+    import xml.etree.ElementTree as ET
+
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    folders: dict[str, float] = defaultdict(float)
+    cases = []
+    for tc in ET.parse(path).getroot().iter("testcase"):
+        t = float(tc.get("time") or 0.0)
+        module = tc.get("classname", "")
+        folders[module.rsplit(".", 1)[0] if "." in module else module] += t
+        cases.append((t, f"{module}::{tc.get('name')}"))
+        if tc.find("skipped") is not None:
+            counts["skipped"] += 1
+        elif tc.find("failure") is not None or tc.find("error") is not None:
+            counts["failed"] += 1
+        else:
+            counts["passed"] += 1
+    return {**counts, "folders": dict(sorted(folders.items(), key=lambda kv: -kv[1])),
+            "longest": sorted(cases, reverse=True)[:longest]}
+
+
+def measure_tests() -> dict:
+    """`make test` in this checkout, timed, and its JUnit summary (results/tests/junit.xml)."""
+    run = timed(["make", "-s", "test"], check=False, timeout=7200)
+    junit = ROOT / "results" / "tests" / "junit.xml"
+    return {"s": run["s"], "load": run["load"], "runs": run["runs"], "rc": run["rc"],
+            **(junit_summary(junit) if junit.exists() else {})}
 
 
 def measure(quick: bool, cores: str) -> dict:
@@ -190,6 +227,13 @@ def as_record(m: dict) -> dict:
     """The record: metrics are the seconds (and job counts), params the mode; provenance as every run's."""
     metrics = {"dag_build_s": m["dag_build"]["s"], "snakemake_start_s": m["snakemake_start"]["s"],
                "jobs_to_run": m["jobs_to_run"]}
+    tags = {}
+    if "make_test" in m:
+        t = m["make_test"]
+        metrics["make_test_s"] = t["s"]
+        metrics.update({f"tests_{k}": t[k] for k in ("passed", "failed", "skipped") if k in t})
+        metrics.update({f"test_s.{folder}": round(sec, 1) for folder, sec in t.get("folders", {}).items()})
+        tags["make_test_longest"] = json.dumps([[round(sec, 1), node] for sec, node in t.get("longest", [])])
     for key in ("slurm_probe", "noop_rerun", "calibration", "calibration_after"):
         if key in m:
             metrics[f"{key}_s"] = m[key]["s"]
@@ -206,7 +250,7 @@ def as_record(m: dict) -> dict:
     return {"experiment": f"pipeline_{m['mode']}", "paper": "benchmarks", "scale": "smoke", "status": "ok",
             "params": {"mode": m["mode"], "cores": m["cores"], "cpu_count": m["cpu_count"],
                        "slurm_plugin": m["slurm_plugin"]},
-            "metrics": metrics, "tags": {"load_average_1min": json.dumps(loads, sort_keys=True)},
+            "metrics": metrics, "tags": {"load_average_1min": json.dumps(loads, sort_keys=True), **tags},
             "timings": {k: v["runs"] for k, v in m.items() if isinstance(v, dict) and "runs" in v},
             "provenance": provenance.collect(), "started": m["started"]}
 
@@ -229,6 +273,12 @@ def report(m: dict) -> str:
     for name, t in m["job_fixed"].items():
         lines.append(row(f"job fixed cost: {name}", t))
     lines.append(row("machine calibration (after)", m["calibration_after"]))
+    if "make_test" in m:
+        t = m["make_test"]
+        lines.append(row("make test", t, f"(target <= 600 s; {t.get('passed', '?')} passed, {t.get('failed', '?')} "
+                                         f"failed, {t.get('skipped', '?')} skipped)"))
+        for folder, sec in list(t.get("folders", {}).items())[:12]:
+            lines.append(f"    {folder:<30} {sec:>9.1f} s of test time")
     lines.append("  per rule: jobs" + ("  summed job s" if "clean_dag" in m else ""))
     for rule, r in sorted(m["per_rule"].items(), key=lambda kv: -kv[1].get("job_s", kv[1]["jobs"])):
         lines.append(f"    {rule:<18} {r['jobs']:>4}" + (f"  {r['job_s']:>9.1f}" if "job_s" in r else ""))
@@ -239,11 +289,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="leave out the clean smoke DAG (it removes results/)")
     ap.add_argument("--cores", default="all", help="snakemake --cores for the clean DAG and the no-op rerun")
+    ap.add_argument("--tests", action="store_true", help="also time `make test` (minutes: the whole suite)")
     ap.add_argument("--out", type=Path, help="the record (default results/benchmarks/pipeline_<mode>.json)")
     args = ap.parse_args(argv)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     m = measure(args.quick, args.cores)
+    if args.tests:
+        m["make_test"] = measure_tests()
     m["started"] = started
     print(report(m))
     record = as_record(m)

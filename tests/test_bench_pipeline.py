@@ -74,3 +74,31 @@ def test_the_record_is_a_valid_record_with_every_timing(bench):
     del m["noop_rerun"]
     m["jobs_to_run"] = 5
     assert "not up to date (5 jobs to run)" in bench.report(m) and "noop_rerun_s" not in bench.as_record(m)["metrics"]
+
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
+<testcase classname="tests.real.test_real_browser" name="test_ui" time="700.5"/>
+<testcase classname="tests.test_workflow" name="test_dag" time="30.0"/>
+<testcase classname="tests.test_workflow" name="test_skip" time="0.1"><skipped message="no GPU"/></testcase>
+<testcase classname="tests.comet.test_codec" name="test_bad" time="2.0"><failure message="x"/></testcase>
+<testcase classname="tests.comet.test_codec" name="test_err" time="1.0"><error message="y"/></testcase>
+</testsuite></testsuites>"""
+
+
+def test_make_test_is_summarised_per_folder_and_recorded(bench, tmp_path):
+    path = tmp_path / "junit.xml"
+    path.write_text(JUNIT)
+    s = bench.junit_summary(path, longest=2)
+    assert (s["passed"], s["failed"], s["skipped"]) == (2, 2, 1)
+    assert s["folders"] == {"tests.real": 700.5, "tests": 30.1, "tests.comet": 3.0}
+    assert s["longest"] == [(700.5, "tests.real.test_real_browser::test_ui"), (30.0, "tests.test_workflow::test_dag")]
+    t = {"s": 1.5, "runs": [1.5], "load": 0.3, "out": ""}
+    m = {"mode": "quick", "cores": "all", "cpu_count": 2, "started": "2026-12-07T00:00:00+00:00", "slurm_plugin": False,
+         "calibration": t, "calibration_after": t, "snakemake_start": t, "dag_build": t, "jobs_to_run": 0,
+         "job_fixed": {"python": t}, "per_rule": {}, "make_test": {**t, "s": 640.0, "rc": 1, **s}}
+    record = bench.as_record(m)
+    records.validate(record)
+    assert record["metrics"]["make_test_s"] == 640.0 and record["metrics"]["tests_failed"] == 2
+    assert record["metrics"]["test_s.tests.real"] == 700.5
+    assert json.loads(record["tags"]["make_test_longest"])[0] == [700.5, "tests.real.test_real_browser::test_ui"]
+    assert "make test" in bench.report(m) and "2 failed" in bench.report(m)
