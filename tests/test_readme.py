@@ -89,3 +89,21 @@ def test_a_number_typed_by_hand_in_a_template_is_refused(tmp_path):
         readme.load_spec(spec)
     spec.write_text(spec.read_text().replace(" of 4800", " on fp32 and VGG-16 and amb_0.5"))
     assert readme.load_spec(spec)[0].spec["experiment"] == "ceilings"
+
+
+def test_a_claim_judged_nowhere_shows_pending_or_unavailable_with_its_target(copy, capsys):
+    # A claim with no metric (vmesh.gb: pending) or with the ledger's unavailable evidence (sycldnn.conv)
+    # is judged on no card: the verdict column says so, as the claims report does, and its target shows.
+    spec = copy / "table.yaml"
+    spec.write_text("rows:\n"
+                    "  - {experiment: vectormesh/baselines, claims: [vmesh.gb], figure: f.png,\n"
+                    "     reads: [vectormesh/baselines], value: '{vectormesh/baselines:*_dram_reads:.0f} reads',\n"
+                    "     target: '{claim:vmesh.gb:target}x', time: '{vectormesh/baselines:duration_s:.0f} s'}\n"
+                    "  - {experiment: ceilings, claims: [sycldnn.conv], figure: f.png, reads: [ceilings/ceilings],\n"
+                    "     value: '{ceilings/ceilings:d2d_copy_GBps:.0f} GB/s', target: '-',\n"
+                    "     time: '{ceilings/ceilings:duration_s:.0f} s'}\n")
+    assert _run(capsys, readme_path=copy / "README.md", reference=copy / "reference", spec=spec)[0] == 0
+    rows = {line.split(" | ")[0][2:]: line for line in (copy / "README.md").read_text().splitlines()
+            if line.startswith("| ")}
+    assert "| 2x | pending |" in rows["vectormesh/baselines"]
+    assert "| - | unavailable; H100: unavailable |" in rows["ceilings"]

@@ -92,11 +92,19 @@ class Table:
         if claim_id not in self.ledger:
             raise TableError(f"{where}: no claim {claim_id!r} in the ledger")
         if claim_id not in self._sides:
-            # The committed CPU steps (cpu/) stand in for this machine's results: the table reads
-            # nothing outside the reference tree.
-            self._sides[claim_id] = claims.card_sides(self.ledger[claim_id], self.reference_root,
-                                                      self.reference_root / "cpu", self.config_root,
-                                                      check_code=False)
+            claim = self.ledger[claim_id]
+            metric = claim.get("metric")
+            if claim.get("unavailable") or metric is None or not layout.experiment_path(
+                    metric["experiment"], self.config_root).is_file():
+                # Judged nowhere, as the claims report says (claims.evaluate): unavailable (the
+                # ledger's evidence) or pending (no metric, or no experiment to make it yet).
+                verdict = "unavailable" if claim.get("unavailable") else "pending"
+                self._sides[claim_id] = {card: claims.Side(verdict) for card in self.cards}
+            else:
+                # The committed CPU steps (cpu/) stand in for this machine's results: the table reads
+                # nothing outside the reference tree.
+                self._sides[claim_id] = claims.card_sides(claim, self.reference_root, self.reference_root / "cpu",
+                                                          self.config_root, check_code=False)
         return self._sides[claim_id]
 
     def label(self, card: str) -> str:
@@ -189,7 +197,7 @@ def _claim_target(table: Table, row: Row, claim_id: str, key: str, fmt: str) -> 
         raise TableError(f"{row.where}: no claim {claim_id!r} in the ledger")
     conds = [{**claim["metric"], "target": claim["target"]}, *(claim.get("also") or [])] if claim.get("metric") else []
     if key == "target":  # the headline's target, whatever the headline reads (a metric or a table statistic)
-        conds = conds[:1]
+        conds = conds[:1] or ([{"target": claim["target"]}] if claim.get("target") is not None else [])
     target = next((c["target"] for c in conds if key == "target" or c.get("key") == key), None)
     if target is None:
         raise TableError(f"{row.where}: claim {claim_id} has no condition on {key!r}")
