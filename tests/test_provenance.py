@@ -252,6 +252,22 @@ def test_a_change_judged_unmoved_is_not_stale_and_a_later_edit_is(tmp_path, monk
         reference.judge(a, "0" * 40, "no such commit")
 
 
+def test_a_judgment_records_the_digest_the_staleness_check_compares(tmp_path, monkeypatch):
+    """judge writes as ``now`` the file's present_digest, what changed_code and status compare: for a
+    file that only the layout move changed that is its pre-move text's digest, not its own."""
+    from repro.pipeline import provenance, reference
+
+    root, commit = _repo(tmp_path, monkeypatch)
+    a = "src/repro/a.py"
+    old = commit({a: "def f(x):\n    return x + 1\n"})
+    commit({a: "def f(x):\n    return x + 2\n"})
+    (root / "config").mkdir()
+    monkeypatch.setattr(provenance, "present_digest", lambda rel: "0123456789abcdef")
+    entry = reference.judge(a, old, "a stand-in for a moved file")
+    assert entry["now"] == "0123456789abcdef" != provenance.source_digest(root / a)
+    assert provenance.judged_unmoved(a, provenance.digest_at(old, a), provenance.present_digest(a))
+
+
 def test_a_malformed_judgment_is_refused_by_name(tmp_path, monkeypatch, capsys):
     from repro.pipeline import provenance, reference
 

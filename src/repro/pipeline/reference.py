@@ -181,7 +181,9 @@ def judge(rel: str, since: str, reason: str) -> dict:
     path = provenance.REPO_ROOT / rel
     if not path.is_file():
         raise provenance.UnmovedError(f"{rel}: no such file in the repository")
-    was, now = provenance.digest_at(since, rel), provenance.source_digest(path)
+    # present_digest, as the staleness check compares (a file only the layout move changed counts by
+    # its pre-move text's digest): a judgment written with another digest would never match
+    was, now = provenance.digest_at(since, rel), provenance.present_digest(rel)
     if was is None:
         raise provenance.UnmovedError(f"{rel}: git cannot give it at {since!r} (unknown commit, or the file was not there)")
     if was == now:
