@@ -252,6 +252,22 @@ def test_a_change_judged_unmoved_is_not_stale_and_a_later_edit_is(tmp_path, monk
         reference.judge(a, "0" * 40, "no such commit")
 
 
+def test_a_judgment_records_the_digest_the_staleness_check_compares(tmp_path, monkeypatch):
+    """judge writes as ``now`` the file's present_digest, what changed_code and status compare: for a
+    file that only the layout move changed that is its pre-move text's digest, not its own."""
+    from repro.pipeline import provenance, reference
+
+    root, commit = _repo(tmp_path, monkeypatch)
+    a = "src/repro/a.py"
+    old = commit({a: "def f(x):\n    return x + 1\n"})
+    commit({a: "def f(x):\n    return x + 2\n"})
+    (root / "config").mkdir()
+    monkeypatch.setattr(provenance, "present_digest", lambda rel: "0123456789abcdef")
+    entry = reference.judge(a, old, "a stand-in for a moved file")
+    assert entry["now"] == "0123456789abcdef" != provenance.source_digest(root / a)
+    assert provenance.judged_unmoved(a, provenance.digest_at(old, a), provenance.present_digest(a))
+
+
 def test_a_malformed_judgment_is_refused_by_name(tmp_path, monkeypatch, capsys):
     from repro.pipeline import provenance, reference
 
@@ -263,6 +279,145 @@ def test_a_malformed_judgment_is_refused_by_name(tmp_path, monkeypatch, capsys):
     (root / "src" / "repro" / "a.py").write_text("A = 1\n")
     assert reference.main(["judge", "src/repro/a.py", "--since", "HEAD", "--reason", "r"]) == 2
     assert "judgment 1 lacks reason" in capsys.readouterr().err  # named, no traceback
+
+
+def _published(root, *folders):
+    """Reference records under ``root``/results/reference/nvidia-h200/<folder> (the key is the folder's
+    first and last parts, as a sweep point's record names its arm): what ``judge --records`` checks
+    its keys against."""
+    from repro import records
+
+    for folder in folders:
+        parts = folder.split("/")
+        rec = dict(experiment=parts[-1], paper=parts[0], scale="paper", status="ok", params={}, metrics={},
+                   inputs={}, started="2026-12-01T00:00:00+00:00", reason=None, provenance={"commit": "c0ffee"})
+        records.write(root / "results" / "reference" / "nvidia-h200" / folder, rec)
+
+
+def test_a_scoped_judgment_clears_its_records_and_no_other(tmp_path, monkeypatch):
+    """A judgment with ``records:`` counts only in those records' staleness checks: another record
+    with the same change of the same file stays stale, and so does a check that names no record."""
+    from repro.pipeline import provenance, reference
+
+    root, commit = _repo(tmp_path, monkeypatch)
+    a = "src/repro/a.py"
+    old = commit({a: "def lrn(x):\n    return x / 2\n\ndef conv(x):\n    return x + 1\n"})
+    digests = provenance.code_digests([root / a])
+    commit({a: "def lrn(x):\n    return x * 0.5\n\ndef conv(x):\n    return x + 1\n"})
+    (root / "config").mkdir()
+    _published(root, "p/vgg", "p/alexnet")
+    entry = reference.judge(a, old, "conv only: never reaches lrn", records=["p/vgg"])
+    assert entry["records"] == ["p/vgg"]
+    assert provenance.changed_code(digests, old, record_names={"p/vgg"}) == []
+    assert provenance.changed_code(digests, old, record_names={"p/alexnet"}) == [a]
+    assert provenance.changed_code(digests, old) == [a]  # no record named: only unscoped judgments count
+    assert provenance.judged_unmoved(a, provenance.digest_at(old, a), provenance.present_digest(a), {"p/vgg"})
+    assert not provenance.judged_unmoved(a, provenance.digest_at(old, a), provenance.present_digest(a))
+
+
+def test_a_file_added_since_is_judged_for_its_records_only(tmp_path, monkeypatch):
+    """``was: absent``: a file that did not exist at the record's commit (a module its closure gained),
+    judged for the records it cannot move; it counts for them, through changed_since's path and a
+    record's own digests alike, and for no other record."""
+    from repro.pipeline import provenance, reference
+
+    root, commit = _repo(tmp_path, monkeypatch)
+    a, b = "src/repro/a.py", "src/repro/b.py"
+    old = commit({a: "def f(x):\n    return x + 1\n"})
+    commit({b: "class Transformer:\n    pass\n"})
+    assert provenance.changed_since(old, [a, b]) == [b]
+    assert provenance.digest_at(old, b) is None and provenance.digest_then(old, b) == provenance.ABSENT
+    assert provenance.digest_then(old, a) == provenance.digest_at(old, a)
+    assert provenance.digest_then("0" * 40, b) is None  # a commit git does not have: cannot tell
+    (root / "config").mkdir()
+    _published(root, "p/resnet", "p/gpt")
+    entry = reference.judge(b, old, "defines a class that p/resnet never builds", records=["p/resnet"])
+    assert entry["was"] == "absent" and entry["now"] == provenance.present_digest(b)
+    assert provenance.changed_since_judged(old, [a, b], record_names={"p/resnet"}) == []
+    assert provenance.changed_since_judged(old, [a, b], record_names={"p/gpt"}) == [b]
+    assert provenance.changed_since_judged(old, [a, b]) == [b]
+    # a record that lists the file it ran (from a tree where b.py was not committed yet at its commit)
+    digests = provenance.code_digests([root / a, root / b])
+    commit({b: "class Transformer:\n    depth = 2\n"})
+    assert provenance.changed_code(digests, old, record_names={"p/resnet"}) == [b]  # a later edit counts ...
+    reference.judge(b, old, "p/resnet builds no Transformer", records=["p/resnet"])
+    assert provenance.changed_code(digests, old, record_names={"p/resnet"}) == []  # ... until judged
+    assert provenance.changed_code(digests, old, record_names={"p/gpt"}) == [b]
+
+
+def test_an_unscoped_judgment_of_an_added_file_is_refused(tmp_path, monkeypatch, capsys):
+    from repro.pipeline import provenance, reference
+
+    root, commit = _repo(tmp_path, monkeypatch)
+    (root / "config").mkdir()
+    (root / "config" / "unmoved.yaml").write_text(
+        "- file: src/repro/b.py\n  was: absent\n  now: 0123456789abcdef\n  since: abc1234\n  reason: new\n")
+    with pytest.raises(provenance.UnmovedError, match=r"judgment 1 \(src/repro/b.py since abc1234\).*absent.*records"):
+        provenance.unmoved_judgments()
+    for bad in ("  records: []\n", "  records: p/x\n", "  records: [p]\n", "  records: [p/../x]\n"):
+        (root / "config" / "unmoved.yaml").write_text(
+            "- file: src/repro/b.py\n  was: absent\n  now: 0123456789abcdef\n  since: abc1234\n"
+            f"  reason: new\n{bad}")
+        with pytest.raises(provenance.UnmovedError, match=r"judgment 1 \(src/repro/b.py since abc1234\).*records"):
+            provenance.unmoved_judgments()
+    (root / "config" / "unmoved.yaml").write_text(
+        "- file: src/repro/b.py\n  was: 0123456789abcdef\n  now: absent\n  reason: deleted\n")
+    with pytest.raises(provenance.UnmovedError, match="now: absent"):
+        provenance.unmoved_judgments()
+    # judge refuses to write one
+    (root / "config" / "unmoved.yaml").write_text("")
+    old = commit({"src/repro/a.py": "A = 1\n"})
+    commit({"src/repro/b.py": "B = 2\n"})
+    with pytest.raises(provenance.UnmovedError, match="did not exist at .*--records"):
+        reference.judge("src/repro/b.py", old, "new")
+    assert reference.main(["judge", "src/repro/b.py", "--since", old, "--reason", "new"]) == 2
+    assert "--records" in capsys.readouterr().err
+    assert (root / "config" / "unmoved.yaml").read_text() == ""
+
+
+def test_judgments_chain_through_scoped_and_unscoped_edges(tmp_path, monkeypatch):
+    """a -> b unscoped, b -> c for one record: the chain a -> c holds for that record only; an added
+    file's absent -> b for one record then b -> c unscoped: a -> c for that record only."""
+    from repro.pipeline import provenance, reference
+
+    root, commit = _repo(tmp_path, monkeypatch)
+    a, b = "src/repro/a.py", "src/repro/b.py"
+    (root / "config").mkdir()
+    _published(root, "p/x", "p/y")
+    v0 = commit({a: "def f(x):\n    return x + 1\n"})
+    digests = provenance.code_digests([root / a])
+    v1 = commit({a: "def f(x):\n    return x + 1.0\n", b: "B = 1\n"})
+    reference.judge(a, v0, "float constant, same results")
+    reference.judge(b, v0, "B is read by no code of p/x", records=["p/x"])
+    commit({a: "def f(x):\n    return 1.0 + x\n", b: "B = 2\n"})
+    reference.judge(a, v1, "operands swapped, p/x only", records=["p/x"])
+    reference.judge(b, v1, "B's value is read by nothing")
+    assert provenance.changed_code(digests, v0, record_names={"p/x"}) == []
+    assert provenance.changed_code(digests, v0, record_names={"p/y"}) == [a]
+    assert provenance.changed_since_judged(v0, [a, b], record_names={"p/x"}) == []
+    assert provenance.changed_since_judged(v0, [a, b], record_names={"p/y"}) == [a, b]
+    assert provenance.changed_since_judged(v1, [a, b], record_names={"p/y"}) == [a]  # b's edge is unscoped
+
+
+def test_judge_cli_writes_the_records_and_refuses_a_key_no_record_has(tmp_path, monkeypatch, capsys):
+    import yaml
+
+    from repro.pipeline import provenance, reference
+
+    root, commit = _repo(tmp_path, monkeypatch)
+    b = "src/repro/b.py"
+    (root / "config").mkdir()
+    _published(root, "p/x", "p/sweep/x_e10")
+    old = commit({"src/repro/a.py": "A = 1\n"})
+    commit({b: "B = 2\n"})
+    assert reference.main(["judge", b, "--since", old, "--reason", "new", "--records", "p/nope"]) == 2
+    assert "p/nope" in capsys.readouterr().err
+    assert reference.main(["judge", b, "--since", old, "--reason", "new", "--records", "p/x", "p/sweep/x_e10"]) == 0
+    assert "absent ->" in capsys.readouterr().out
+    [entry] = yaml.safe_load((root / "config" / "unmoved.yaml").read_text())
+    assert entry == dict(file=b, was="absent", now=provenance.present_digest(b), since=old[:7],
+                         records=["p/x", "p/sweep/x_e10"], reason="new")
+    assert provenance.changed_since_judged(old, [b], record_names={"p/x"}) == []
 
 
 def test_import_closure_parses_each_file_once_and_keeps_the_lists_between_processes(tmp_path, monkeypatch):

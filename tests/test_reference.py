@@ -73,3 +73,79 @@ def test_status_lists_published_records_and_what_predates_its_code(tmp_path, mon
     assert "p/arm" in out.out and "shared(3) resumed" in out.out and "src/arm.py" in out.out
     assert "point_e10" not in out.out and "1 of 2 records predate" in out.err
     assert reference.main(["status", "--reference", str(tmp_path / "nowhere")]) == 1
+
+
+def _git_repo(root):
+    import subprocess
+
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+
+    def commit():
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-qm", "x"], check=True)
+        return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+
+    return commit
+
+
+def test_status_counts_a_scoped_judgment_for_its_records_only(tmp_path, monkeypatch):
+    """A judgment's ``records`` name records by their experiment key (which covers a sweep point that
+    ran that experiment) or by their folder below the card (that record alone); the others with the
+    same change of the same file stay stale."""
+    from repro.pipeline import provenance
+
+    monkeypatch.setattr(provenance, "REPO_ROOT", tmp_path)
+    src = tmp_path / "src" / "arm.py"
+    src.parent.mkdir()
+    src.write_text("def f():\n    return 1\n")
+    root = tmp_path / "reference" / "nvidia-h200"
+    _write(root, "p", "other", "NVIDIA H200")
+    _write(root, "p", "arm", "NVIDIA H200")
+    rec = {k: v for k, v in records.read(root / "p" / "arm").items() if not k.startswith("_")}
+    records.write(root / "p" / "sweep" / "arm_e10", rec)  # a sweep point's record names the arm it ran
+    for folder in ("p/arm", "p/sweep/arm_e10", "p/other"):
+        rec = records.read(root / folder)
+        rec["provenance"]["code"] = provenance.code_digests([src])
+        records.write(root / folder, {k: v for k, v in rec.items() if not k.startswith("_")})
+    was = provenance.source_digest(src)
+    src.write_text("def f():\n    return 2\n")
+    now = provenance.present_digest("src/arm.py")
+    (tmp_path / "config").mkdir()
+
+    def stale(scope):
+        (tmp_path / "config" / "unmoved.yaml").write_text(
+            f"- file: src/arm.py\n  was: {was}\n  now: {now}\n  records: {scope}\n  reason: r\n")
+        return sorted(r["record"] for r in reference.status(tmp_path / "reference", "nvidia-h200") if r["stale"])
+
+    assert stale(["p/sweep/arm_e10"]) == ["p/arm", "p/other"]  # a folder: that point alone
+    assert stale(["p/arm"]) == ["p/other"]  # a key: the arm and the point that ran it
+    assert stale(["p/other", "p/sweep/arm_e10"]) == ["p/arm"]
+
+
+def test_status_of_an_older_record_counts_an_added_file_judged_for_it(tmp_path, monkeypatch):
+    """A record without ``provenance.code`` is checked by its closure today (_code_paths): a file added
+    to it since the record's commit counts until a judgment ``was: absent`` names the record."""
+    from repro.pipeline import provenance
+
+    monkeypatch.setattr(provenance, "REPO_ROOT", tmp_path)
+    commit = _git_repo(tmp_path)
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "arm.py").write_text("def f():\n    return 1\n")
+    old = commit()
+    (tmp_path / "src" / "gpt.py").write_text("class GPT:\n    pass\n")
+    commit()
+    monkeypatch.setattr(reference, "_code_paths", lambda rec: ["src/arm.py", "src/gpt.py"])
+    root = tmp_path / "results" / "reference" / "nvidia-h200"
+    for name in ("arm", "other"):
+        _write(root, "p", name, "NVIDIA H200")
+        rec = records.read(root / "p" / name)
+        rec["provenance"]["commit"] = old
+        records.write(root / "p" / name, {k: v for k, v in rec.items() if not k.startswith("_")})
+    rows = {r["record"]: r["stale"] for r in reference.status(tmp_path / "results" / "reference", "nvidia-h200")}
+    assert "src/gpt.py" in rows["p/arm"] and "src/gpt.py" in rows["p/other"]
+    (tmp_path / "config").mkdir()
+    assert reference.main(["judge", "src/gpt.py", "--since", old, "--reason", "p/arm builds no GPT",
+                           "--records", "p/arm"]) == 0
+    rows = {r["record"]: r["stale"] for r in reference.status(tmp_path / "results" / "reference", "nvidia-h200")}
+    assert rows["p/arm"] == "" and "src/gpt.py" in rows["p/other"]

@@ -656,20 +656,57 @@ def code_digests(files) -> dict[str, str]:
     return {repo_path(f): source_digest(f) for f in files}
 
 
-def changed_code(digests: dict[str, str], commit: str = "", scale: str | None = None) -> list[str]:
+def changed_code(digests: dict[str, str], commit: str = "", scale: str | None = None,
+                 record_names=()) -> list[str]:
     """Which of a record's code files compute something else now (or are gone), by their digests;
     with the record's ``commit``, a file whose every definition moved unchanged (or an experiment file
-    that runs the same at the record's ``scale``) does not count (computes_the_same). Files are found
+    that runs the same at the record's ``scale``) does not count (computes_the_same), nor a change that
+    config/unmoved.yaml judges to move no number of this record (judged_unmoved: its unscoped
+    judgments, and those whose ``records`` hold one of ``record_names``, judgment_names). Files are found
     at their present paths (present_digest: the layout move alone changes none)."""
     changed = []
     for rel, digest in digests.items():
         if _bookkeeping(rel):  # recorded before it was counted as bookkeeping: it computes no number
             continue
         now = present_digest(rel)
-        if now != digest and not (commit and computes_the_same(rel, commit, scale)) \
-                and not judged_unmoved(rel, (commit and digest_at(commit, rel)) or digest, now):
-            changed.append(rel)  # (the digest at the commit, made here: ast.dump differs between Pythons)
+        if now == digest or (commit and computes_the_same(rel, commit, scale)):
+            continue
+        # the digest at the commit, made here (ast.dump differs between Pythons), else the record's own;
+        # a file the commit lacks (a run from a tree where it was not committed yet) by either way
+        then = digest_then(commit, rel) if commit else None
+        if not any(judged_unmoved(rel, was, now, record_names) for was in (
+                [ABSENT, digest] if then == ABSENT else [then or digest])):
+            changed.append(rel)
     return changed
+
+
+def changed_since_judged(commit: str, paths: list[str], scale: str | None = None,
+                         record_names=()) -> list[str] | None:
+    """For a record that predates ``provenance.code``: which of ``paths`` (its closure as it is today
+    and its experiment files) changed since its ``commit`` (changed_since, comment-only lines aside),
+    less those that compute the same (computes_the_same) and the changes judged to move no number of
+    this record (judged_unmoved from digest_then: a file the closure gained since the commit counts
+    from ``absent``), in git's order of the paths the record was made from; None where git cannot
+    tell."""
+    changed = changed_since(commit, paths)
+    if changed is None:
+        return None
+    return sorted((rel for rel in changed if not computes_the_same(rel, commit, scale)
+                   and not judged_unmoved(rel, digest_then(commit, rel), present_digest(rel), record_names)),
+                  key=layout.former_path)
+
+
+def judgment_names(record: dict, card_root: Path | None = None) -> set[str]:
+    """The names a judgment's ``records`` may give a record: its experiment key ``<paper>/<experiment>``
+    (the fields it names, so a sweep point's record answers to the experiment it ran), and its folder
+    relative to ``card_root`` (results/reference/<card>/, e.g. clicktrain/clicktrain_budget/admm_e10 or
+    logs/baseline/airbench_seeds/s1) where it was read from below it (records.read's ``_dir``)."""
+    names = {f"{record.get('paper')}/{record.get('experiment')}"}
+    if card_root is not None and record.get("_dir"):
+        folder = Path(record["_dir"]).resolve()
+        if folder.is_relative_to(Path(card_root).resolve()):
+            names.add(folder.relative_to(Path(card_root).resolve()).as_posix())
+    return names
 
 
 # ---- changes judged not to move a number ---------------------------------------------------------
@@ -682,48 +719,87 @@ class UnmovedError(ValueError):
     """config/unmoved.yaml is malformed (the message names the entry and what is wrong)."""
 
 
-def unmoved_judgments() -> dict[str, dict[str, set[str]]]:
-    """The maintainers' judgments in config/unmoved.yaml: file -> {digest before -> digests after}.
+ABSENT = "absent"  # a judgment's ``was`` for a file that did not exist at its commit (an added file)
+
+
+def unmoved_judgments() -> dict[str, dict[str, dict[str, frozenset[str] | None]]]:
+    """The maintainers' judgments in config/unmoved.yaml: file -> {digest before -> {digest after ->
+    the records the judgment is for, None for every record}}.
+
     Each entry says that one change of one file (its source_digest before and after) computes no
     other number, and why (a message's text, a cache refactored behind the same choices): the staleness
     check does not count it. Judgments chain (a -> b, b -> c). A judgment is per digest, so any later
     edit of the file counts again until it is judged too. Python digests are of the syntax tree as
     this interpreter dumps it, which differs between Python minor versions: under another version a
     judgment does not match and the record shows as stale (the safe side). The judgments here were
-    made under the project's Python (3.11)."""
+    made under the project's Python (3.11).
+
+    An entry with ``records: [<paper>/<experiment> or a record's folder below its card, ...]`` counts
+    only in those records' checks (judgment_names): a change that moves some records' numbers and not
+    others' (a model file's layer that only some experiments build) can be judged for the others
+    alone. ``was: absent`` is a file that did not exist at the judgment's commit (a module the closure
+    of an entry gained since); such an entry must name its records, since an added file may be
+    reached by some experiments and not by others. In a chain each scoped edge counts only for its
+    records."""
     path = unmoved_file()
     stat = path.stat() if path.exists() else None
     return _judgments(str(path), None if stat is None else (stat.st_mtime_ns, stat.st_size))
 
 
+_RECORD_NAME = re.compile(r"[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)+")
+
+
 @lru_cache(maxsize=4)
-def _judgments(path: str, mtime) -> dict[str, dict[str, set[str]]]:
+def _judgments(path: str, mtime) -> dict[str, dict[str, dict[str, frozenset[str] | None]]]:
     if mtime is None:
         return {}
     data = yaml.safe_load(Path(path).read_text()) or []
     if not isinstance(data, list):
         raise UnmovedError(f"{path}: expected a list of judgments, got {type(data).__name__}")
-    edges: dict[str, dict[str, set[str]]] = {}
+    edges: dict[str, dict[str, dict[str, frozenset[str] | None]]] = {}
     for i, entry in enumerate(data):
         missing = [k for k in ("file", "was", "now", "reason") if not (isinstance(entry, dict) and entry.get(k))]
         if missing:
             raise UnmovedError(f"{path}: judgment {i + 1} lacks {', '.join(missing)} "
                                "(each needs file, was, now: source digests, and the reason)")
-        edges.setdefault(layout.current_path(entry["file"]), {}).setdefault(str(entry["was"]), set()).add(str(entry["now"]))
+        name = f"judgment {i + 1} ({entry['file']}" + (f" since {entry['since']})" if entry.get("since") else ")")
+        was, now, scope = str(entry["was"]), str(entry["now"]), entry.get("records")
+        if now == ABSENT:
+            raise UnmovedError(f"{path}: {name} has now: absent; a judgment ends at a present file's digest")
+        if scope is not None:
+            if not (isinstance(scope, list) and scope and all(
+                    isinstance(r, str) and _RECORD_NAME.fullmatch(r) and not {".", ".."} & set(r.split("/")) for r in scope)):
+                raise UnmovedError(f"{path}: {name}: records must be a non-empty list of <paper>/<experiment> "
+                                   f"keys or record folders below the card, got {scope!r}")
+            scope = frozenset(scope)
+        elif was == ABSENT:
+            raise UnmovedError(f"{path}: {name} has was: absent (a file added since) but no records: an added "
+                               "file may be reached by some experiments and not others; name the records it "
+                               "cannot move")
+        afters = edges.setdefault(layout.current_path(entry["file"]), {}).setdefault(was, {})
+        if scope is None or (now in afters and afters[now] is None):
+            afters[now] = None  # one unscoped judgment of the change covers every record
+        else:
+            afters[now] = afters.get(now, frozenset()) | scope
     return edges
 
 
-def judged_unmoved(rel: str, was: str | None, now: str | None) -> bool:
-    """Whether config/unmoved.yaml judges the change of ``rel`` from digest ``was`` to ``now`` (through
-    any chain of judged changes) to compute the same numbers."""
+def judged_unmoved(rel: str, was: str | None, now: str | None, record_names=()) -> bool:
+    """Whether config/unmoved.yaml judges the change of ``rel`` from digest ``was`` (ABSENT: the file
+    did not exist then) to ``now`` (through any chain of judged changes) to compute the same numbers
+    of a record that answers to ``record_names`` (judgment_names): unscoped judgments count for every
+    record, a scoped one only where its ``records`` hold one of the names."""
     if not was or not now:
         return False
     if was == now:
         return True
+    names = set(record_names or ())
     edges = unmoved_judgments().get(layout.current_path(rel), {})
     seen, todo = {was}, [was]
     while todo:
-        for nxt in edges.get(todo.pop(), ()):
+        for nxt, scope in edges.get(todo.pop(), {}).items():
+            if scope is not None and not scope & names:
+                continue
             if nxt == now:
                 return True
             if nxt not in seen:
@@ -739,6 +815,21 @@ def digest_at(commit: str, rel: str) -> str | None:
         return None if text is None else text_digest(text, Path(rel).suffix)
     except (SyntaxError, ValueError):
         return None
+
+
+def digest_then(commit: str, rel: str) -> str | None:
+    """digest_at, or ABSENT where git has ``commit`` and it holds no such file (under its present or
+    former path); None where that cannot be told (an unknown commit, a text that does not parse)."""
+    digest = digest_at(commit, rel)
+    if digest is not None or not commit or commit == "unknown" or _at_commit(commit, rel) is not None:
+        return digest
+    return ABSENT if _has_commit(str(REPO_ROOT), commit) else None
+
+
+@lru_cache(maxsize=256)
+def _has_commit(repo: str, commit: str) -> bool:
+    """Whether git has ``commit`` (asked once per repository and commit)."""
+    return _git("cat-file", "-e", f"{commit}^{{commit}}") is not None
 
 
 def config_hash(cfg: dict) -> str:

@@ -4,9 +4,11 @@
 (a sweep point's folder, e.g. clicktrain/clicktrain_budget/admm_e10, is published when --only names it)
 `python -m repro.pipeline.reference status [--gpu nvidia-h200] [--stale]`: the published records, with their
 commit, GPU sharing, and the code changed since each ran (what a GPU session would rerun).
-`python -m repro.pipeline.reference judge <file> --since <commit> --reason "..."`: record in
-config/unmoved.yaml that the file's change since that commit computes no other number (a message's
-text, a refactor behind the same results), so that its records stop counting as stale for it.
+`python -m repro.pipeline.reference judge <file> --since <commit> --reason "..." [--records KEY ...]`:
+record in config/unmoved.yaml that the file's change since that commit computes no other number (a
+message's text, a refactor behind the same results), so that its records stop counting as stale for
+it; with --records, only for those records (a change that moves some records and not others, a file
+added since the commit: ``was: absent``).
 
 Publishing copies, exactly as the pipeline wrote them, each finished paper-scale run folder
 (record, tables, Hydra config) of a machine with that GPU, its log, its figures and the run's
@@ -108,21 +110,20 @@ def _code_paths(record: dict) -> list[str]:
     return [*code, *(provenance.repo_path(p) for p in layout.experiment_files(experiment))]
 
 
-def _changed_code(record: dict) -> str:
+def _changed_code(record: dict, names=()) -> str:
     """'<commit>: <files>' of the code that made the record, changed since it ran ("" when none did or
     git cannot tell). A record that lists its code (``provenance.code``: every module it ran, kernel
     source and its experiment file, by digest) is checked file by file, comments, formatting and
     docstrings aside; an older one by the files its entry module imports and its experiment files
-    (_code_paths), changed since its commit, comment-only lines aside."""
+    (_code_paths), changed since its commit, comment-only lines aside. Either way a change that
+    config/unmoved.yaml judges to move no number of a record answering to ``names``
+    (provenance.judgment_names) does not count."""
     prov = record.get("provenance", {})
     commit = prov.get("commit", "")
     if prov.get("code"):
-        changed = provenance.changed_code(prov["code"], commit, record.get("scale"))
+        changed = provenance.changed_code(prov["code"], commit, record.get("scale"), names)
     else:
-        changed = sorted((rel for rel in provenance.changed_since(commit, _code_paths(record)) or []
-                          if not provenance.computes_the_same(rel, commit, record.get("scale"))
-                          and not _judged_now(rel, commit)),
-                         key=layout.former_path)  # git's order of the paths the record was made from
+        changed = provenance.changed_since_judged(commit, _code_paths(record), record.get("scale"), names) or []
     if not changed:
         return ""
     shown = ", ".join("/".join(Path(c).parts[-2:]) for c in changed[:4])  # comet/hooks.py, train/hooks.py
@@ -130,20 +131,17 @@ def _changed_code(record: dict) -> str:
     return f"{commit[:7]}: {shown}"
 
 
-def _judged_now(rel: str, commit: str) -> bool:
-    """Whether config/unmoved.yaml judges ``rel``'s change since ``commit`` to move no number."""
-    return provenance.judged_unmoved(rel, provenance.digest_at(commit, rel), provenance.present_digest(rel))
-
-
 def stale_code(record: dict, results: Path | None = None) -> str:
     """For a reference record: what of the code that made it changed since it ran, and, for a CPU step
     (a comparison) whose inputs are records below ``results``, since each input ran; so that the
-    report says the committed value predates the code that would make it now ("" when nothing did)."""
+    report says the committed value predates the code that would make it now ("" when nothing did).
+    ``results`` is the card's folder the records were read from: a record's folder below it is one of
+    the names a scoped judgment may give it (provenance.judgment_names)."""
     notes = []
-    if own := _changed_code(record):
+    if own := _changed_code(record, provenance.judgment_names(record, results)):
         notes.append(f"its code changed since that run ({own})")
     inputs = [] if results is None else records.input_records(record, results) or []
-    stale = [f"{r['experiment']} ({c})" for r in inputs if (c := _changed_code(r))]
+    stale = [f"{r['experiment']} ({c})" for r in inputs if (c := _changed_code(r, provenance.judgment_names(r, results)))]
     if stale:
         notes.append("the code of its inputs changed since they ran: " + "; ".join(stale))
     return ", and ".join(notes) + ": a rerun may change it" if notes else ""
@@ -167,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     jd.add_argument("file", help="repository path, e.g. src/repro/data/arrays.py")
     jd.add_argument("--since", required=True, help="the commit whose version of the file the judgment starts from")
     jd.add_argument("--reason", required=True, help="why the change computes the same numbers")
+    jd.add_argument("--records", nargs="+", metavar="KEY",
+                    help="the records the judgment is for (<paper>/<experiment>, which covers the sweep points "
+                         "that ran it, or a record's folder below its card); without it, every record. "
+                         "Required for a file that did not exist at --since")
     args = ap.parse_args(argv)
     try:
         return _command(args)
@@ -175,20 +177,44 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def judge(rel: str, since: str, reason: str) -> dict:
-    """Append a judgment to config/unmoved.yaml: ``rel`` as it is now computes what it did at ``since``."""
+def published_names(reference_root: Path | None = None) -> set[str]:
+    """Every name a scoped judgment may give a published record (provenance.judgment_names) under
+    ``reference_root`` (default results/reference of the repository), on any card."""
+    root = Path(reference_root or provenance.REPO_ROOT / "results" / "reference")
+    names: set[str] = set()
+    for card in (p for p in root.iterdir() if p.is_dir()) if root.is_dir() else ():
+        for path in card.rglob(records.RECORD_NAME):
+            names |= provenance.judgment_names(records.read(path), card)
+    return names
+
+
+def judge(rel: str, since: str, reason: str, records: list[str] | None = None) -> dict:
+    """Append a judgment to config/unmoved.yaml: ``rel`` as it is now computes what it did at ``since``
+    (``was: absent`` where the file did not exist then), for every record, or for ``records`` alone
+    (experiment keys or record folders that published records answer to; required for an added file)."""
     provenance.unmoved_judgments()  # the file as it is must parse before it grows
     path = provenance.REPO_ROOT / rel
     if not path.is_file():
         raise provenance.UnmovedError(f"{rel}: no such file in the repository")
-    was, now = provenance.digest_at(since, rel), provenance.source_digest(path)
+    # present_digest, as the staleness check compares (a file only the layout move changed counts by
+    # its pre-move text's digest): a judgment written with another digest would never match
+    was, now = provenance.digest_then(since, rel), provenance.present_digest(rel)
     if was is None:
-        raise provenance.UnmovedError(f"{rel}: git cannot give it at {since!r} (unknown commit, or the file was not there)")
+        raise provenance.UnmovedError(f"{rel}: git cannot give it at {since!r} (unknown commit, or a text that does not parse)")
+    if was == provenance.ABSENT and not records:
+        raise provenance.UnmovedError(f"{rel}: did not exist at {since}; an added file may be reached by some "
+                                      "experiments and not others: name the records it cannot move with --records")
     if was == now:
         raise provenance.UnmovedError(f"{rel}: computes the same as at {since} already (same digest {now}); nothing to judge")
     if not reason.strip():
         raise provenance.UnmovedError("a judgment needs its reason")
-    entry = dict(file=rel, was=was, now=now, since=since[:7], reason=reason.strip())
+    if records:
+        unknown = [r for r in records if r not in published_names()]
+        if unknown:
+            raise provenance.UnmovedError(f"--records {' '.join(unknown)}: no published record answers to "
+                                          "(give <paper>/<experiment> or a record's folder below its card)")
+    entry = dict(file=rel, was=was, now=now, since=since[:7], **({"records": list(records)} if records else {}),
+                 reason=reason.strip())
     with open(provenance.unmoved_file(), "a") as fh:
         fh.write(yaml.safe_dump([entry], sort_keys=False, width=100))
     return entry
@@ -196,8 +222,9 @@ def judge(rel: str, since: str, reason: str) -> dict:
 
 def _command(args) -> int:
     if args.cmd == "judge":
-        entry = judge(args.file, args.since, args.reason)
-        print(f"judged: {entry['file']} {entry['was']} -> {entry['now']} (since {entry['since']})")
+        entry = judge(args.file, args.since, args.reason, args.records)
+        scope = f" for {', '.join(entry['records'])}" if entry.get("records") else ""
+        print(f"judged: {entry['file']} {entry['was']} -> {entry['now']} (since {entry['since']}){scope}")
         return 0
     if args.cmd == "status":
         rows = status(args.reference, args.gpu)
