@@ -7,6 +7,11 @@
 #   tools/device_tree.sh && cp tools/device_call.sh .device-data/call.sh   (here; write the plan
 #   into .device-data/PLAN; carry .whl and .device-data)
 #   bash .device-data/call.sh PLAN DEADLINE_S                              (there)
+# Resuming across calls: what .device-data/resume/ holds (a previous call's results/ subtree: stages
+# of Context.stage, training checkpoints) is copied into results/ first; the packed results keep
+# every training run's checkpoint.pt (other .pt files stay behind), so a run stopped by the deadline
+# resumes in the next call from its last epoch (unpack, copy results/<paper>/<run> with its
+# checkpoint.pt and stages/ into .device-data/resume/<paper>/<run>, repeat the plan line).
 # PLAN lines: "run <experiment> [overrides...]" (scale=paper, alone) | "bgrun <experiment> ..." (in
 # the background: at most about five training processes share one H200 usefully) | "wait" |
 # "test <pytest args...>" | "prep" | "bgprep" | "sh <command>". Commit of the tree: .device-data/commit.txt;
@@ -21,6 +26,7 @@ export REPRO_GIT_COMMIT=$(cat "$dd/commit.txt") REPRO_GIT_DIRTY=0 PYTHONUNBUFFER
 python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/site "$root"/.whl/*.whl 2>&1 | tail -2
 export PYTHONPATH=$PWD/src:/tmp/site
 py3=$(command -v python3); mkdir -p /tmp/bin && rm -f /tmp/bin/python && printf '#!/bin/sh\nexec %s "$@"\n' "$py3" > /tmp/bin/python && chmod +x /tmp/bin/python && export PATH=/tmp/bin:$PATH  # a wrapper, not a symlink: a symlinked venv python loses its venv
+[[ -d $dd/resume ]] && mkdir -p results && cp -r "$dd/resume/." results/
 log=$OUT/log.txt; : > "$log"
 echo "commit $REPRO_GIT_COMMIT start $(date -u +%T)" | tee -a "$log"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee -a "$log"
@@ -50,6 +56,8 @@ while read -r kind rest; do
 done < "$dd/$plan"
 wait
 mkdir -p results/device-logs && cp "$OUT"/*.log "$OUT"/log.txt results/device-logs/ 2>/dev/null; rm -f "$OUT"/step*.log
-tar --exclude='results/data' --exclude='results/reference' --exclude='results/build/kernels/*.cubin' --exclude='*.pt' -czf "$OUT/results.tar.gz" results
+find results -name '*.pt' ! -name checkpoint.pt > /tmp/pt-exclude  # model weights stay; checkpoints travel
+tar --exclude='results/data' --exclude='results/reference' --exclude='results/build/kernels/*.cubin' \
+    -X /tmp/pt-exclude -czf "$OUT/results.tar.gz" results
 ls -la "$OUT/results.tar.gz" | tee -a "$log"
 echo "end $(date -u +%T)" | tee -a "$log"
