@@ -48,16 +48,24 @@ def test_publish_takes_a_sweep_point_only_when_named_and_keeps_its_folder(tmp_pa
     assert (ref / "nvidia-h200" / "p" / "arm" / "record.json").exists()
 
 
-def test_status_lists_published_records_and_what_predates_its_code(tmp_path, monkeypatch, capsys):
-    """`status` names every published record (sweep points too), whether it shared the GPU or was
-    resumed, and which ones the code has moved past: the list a GPU session would rerun."""
+def _source_and_card(tmp_path, monkeypatch):
+    """A repository root at tmp_path holding one source file (src/arm.py, ``f`` returning 1) and the
+    H200 card's reference folder below it: (the source, the card folder)."""
     from repro.pipeline import provenance
 
     monkeypatch.setattr(provenance, "REPO_ROOT", tmp_path)
     src = tmp_path / "src" / "arm.py"
     src.parent.mkdir()
     src.write_text("def f():\n    return 1\n")
-    root = tmp_path / "reference" / "nvidia-h200"
+    return src, tmp_path / "reference" / "nvidia-h200"
+
+
+def test_status_lists_published_records_and_what_predates_its_code(tmp_path, monkeypatch, capsys):
+    """`status` names every published record (sweep points too), whether it shared the GPU or was
+    resumed, and which ones the code has moved past: the list a GPU session would rerun."""
+    from repro.pipeline import provenance
+
+    src, root = _source_and_card(tmp_path, monkeypatch)
     _write(root, "p", "arm", "NVIDIA H200")
     _write(root / "p" / "sweep", "x", "point_e10", "NVIDIA H200")  # a sweep point, one folder deeper
     rec = records.read(root / "p" / "arm")
@@ -95,11 +103,7 @@ def test_status_counts_a_scoped_judgment_for_its_records_only(tmp_path, monkeypa
     same change of the same file stay stale."""
     from repro.pipeline import provenance
 
-    monkeypatch.setattr(provenance, "REPO_ROOT", tmp_path)
-    src = tmp_path / "src" / "arm.py"
-    src.parent.mkdir()
-    src.write_text("def f():\n    return 1\n")
-    root = tmp_path / "reference" / "nvidia-h200"
+    src, root = _source_and_card(tmp_path, monkeypatch)
     _write(root, "p", "other", "NVIDIA H200")
     _write(root, "p", "arm", "NVIDIA H200")
     rec = {k: v for k, v in records.read(root / "p" / "arm").items() if not k.startswith("_")}
