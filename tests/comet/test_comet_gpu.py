@@ -541,3 +541,47 @@ def test_v4_cached_book_refuses_non_finite_and_uncovered_symbols(kernels_dir):
     with pytest.raises(ValueError, match="no code for"):
         gpu_codec_v4.encode(torch.from_numpy(CASES[0][1]).cuda(), 1e-4, kernels_dir, own)
 
+
+def test_v4_hooks_with_cached_books_train_like_v3(kernels_dir):
+    """Three SGD steps, books built on the first and used on the others: v3's losses and weights (v4
+    decodes to v3's values; a block a stale book makes too big is stored exact), close to uncompressed."""
+
+    def run(hooks):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+                                    torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
+                                    torch.nn.Linear(16 * 32 * 32, 10)).cuda()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        if hooks:
+            hooks.wrap_model(model)
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        losses = []
+        for _ in range(3):
+            x = torch.randn(32, 3, 32, 32, generator=gen, device="cuda")
+            y = torch.randint(0, 10, (32,), generator=gen, device="cuda")
+            opt.zero_grad(set_to_none=True)
+            ctx = hooks.saved_tensors_hooks() if hooks else torch.autograd.graph.saved_tensors_hooks(lambda t: t,
+                                                                                                     lambda t: t)
+            with ctx:
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            if hooks:
+                hooks.after_backward(model)
+            opt.step()
+            losses.append(loss.item())
+        return torch.tensor(losses), torch.cat([p.detach().flatten() for p in model.parameters()])
+
+    torch.backends.cudnn.deterministic = True
+    try:
+        v4 = make_hooks("fixed", eb=0.05, kernels_dir=kernels_dir, codec_version="v4")
+        l4, w4 = run(v4)
+        l3, w3 = run(make_hooks("fixed", eb=0.05, kernels_dir=kernels_dir))
+        l0, w0 = run(None)
+    finally:
+        torch.backends.cudnn.deterministic = False
+    torch.testing.assert_close(l4, l3, rtol=1e-5, atol=0)
+    torch.testing.assert_close(w4, w3, rtol=1e-4, atol=1e-6)
+    assert ((l4 - l0).abs() / l0).max() < 0.05
+    m = v4.codec_metrics()
+    slots = len(v4.books.books)
+    assert slots >= 3 and m["codec_books_built"] == slots and m["codec_book_tensors"] == 2 * slots
