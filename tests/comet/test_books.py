@@ -1,6 +1,7 @@
 """Codec v4's per-slot code books on the CPU (repro.papers.comet.books through the NumPy twin): a
-slot reuses its book, a drifted distribution refreshes it once, a new (numel, eb) starts a new one,
-the hooks count and checkpoint them, and training with cached books gives v3's gradients."""
+slot reuses its book, a drifted distribution refreshes it once (also one grown more compressible,
+where the old book's bits per symbol fall), a new (numel, eb) starts a new one, the hooks count and
+checkpoint them, and training with cached books gives v3's gradients."""
 
 from __future__ import annotations
 
@@ -45,11 +46,19 @@ def test_a_slot_reuses_its_book_and_a_drift_refreshes_it_once():
     assert sb.books[1][1].bits_per_symbol > (1 + sb.tol) * b1.bits_per_symbol
     step(relu_like(n, 1, 6), relu_like(n, 30, 7))  # the drifted slot settles on its new book
     assert sb.counts == dict(books_built=2, book_refreshes=1, book_tensors=6)
+    # slot 0 grows more compressible (1/30 the values): its old book spends fewer bits per symbol than
+    # at build, but a new book would spend far fewer still: one refresh
+    b0_hists = codec_v4.encode(relu_like(n, 1 / 30, 8).numpy(), 0.05)[1]
+    assert b0.bits(b0_hists) < b0.bits_per_symbol and b0.drift(b0_hists) > 1.5
+    step(relu_like(n, 1 / 30, 8), relu_like(n, 30, 9))
+    step(relu_like(n, 1 / 30, 10), relu_like(n, 30, 11))
+    assert sb.counts == dict(books_built=2, book_refreshes=2, book_tensors=10)
+    assert sb.books[0][1] is not b0
     # a new numel (another batch) or a new eb starts a new book for the slot
     sb.begin_step()
-    sb.compress(relu_like(n + 1, 1, 8), 0.05)
-    sb.compress(relu_like(n, 30, 9), 0.1)
-    assert sb.counts == dict(books_built=4, book_refreshes=1, book_tensors=6)
+    sb.compress(relu_like(n + 1, 1, 12), 0.05)
+    sb.compress(relu_like(n, 30, 13), 0.1)
+    assert sb.counts == dict(books_built=4, book_refreshes=2, book_tensors=10)
     assert sb.books[0][0] == (n + 1, float(np.float32(0.05))) and sb.books[1][1] is not b1
 
 
@@ -63,7 +72,7 @@ def test_books_code_any_later_tensor_and_refuse_nan():
         assert c.book is not None
         assert np.abs(codec_v4.decompress(c) - t.numpy()).max() <= np.float32(0.1)
         sb.begin_step()
-    assert sb.counts["book_tensors"] == 2 and sb.counts["book_refreshes"] == 1  # zeros: 0 bits; wide: drift
+    assert sb.counts["book_tensors"] == 2 and sb.counts["book_refreshes"] == 1  # zeros: no symbols; wide: drift
     bad = relu_like(8 * codec.BLOCK, 1, 1)
     bad[77] = float("nan")
     with pytest.raises(ValueError, match="non-finite"):

@@ -404,6 +404,6 @@ def test_fresh_covering_book_costs_little_over_the_optimal_book():
         cb = V4.compress(x, eb, book)
         assert cb.payload.size <= 1.04 * c.payload.size, eb
         assert cb.nbytes - 4 * cb.payload.size == c.nbytes - 4 * c.payload.size + V4.NSYM - c.lengths.size
-        assert abs(book.bits(hists) - book.bits_per_symbol) < 1e-12
+        assert abs(book.bits(hists) - book.bits_per_symbol) < 1e-12 and abs(book.drift(hists) - 1) < 1e-12
         heuristic = V4.Book(book.mode, V4.book_lengths(hists[book.mode] + 1))
         assert cb.payload.size <= V4.compress(x, eb, heuristic).payload.size

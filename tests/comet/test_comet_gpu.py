@@ -527,7 +527,7 @@ def test_v4_cached_book_large_round_trip_and_one_host_sync(kernels_dir):
     assert float((x2.double() - y.double()).abs().max()) <= 0.05
     own = gpu_codec_v4.compress(x2, 0.05, kernels_dir)
     assert c2.nbytes <= 1.05 * own.nbytes  # a same-distribution book: within 5% of the tensor's own
-    assert book.bits(hists2) <= 1.05 * book.bits_per_symbol
+    assert book.drift(hists2) <= 1.05  # the hooks would keep it
 
 
 def test_v4_cached_book_refuses_non_finite_and_uncovered_symbols(kernels_dir):

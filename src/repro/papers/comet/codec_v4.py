@@ -116,6 +116,14 @@ def bits_per_symbol(counts: np.ndarray, lengths: np.ndarray) -> float:
     return payload_bits(counts, lengths) / total if total else 0.0
 
 
+def entropy_bits(counts: np.ndarray) -> float:
+    """A histogram's order-0 entropy in bits plus its escapes' 32 raw bits each: the fewest payload
+    bits any code book can spend on it."""
+    c = np.asarray(counts, dtype=np.float64)
+    used = c[c > 0]
+    return float((used * np.log2(c.sum() / used)).sum() + 32 * c[ESC_SYM])
+
+
 def covering_lengths(counts: np.ndarray, lmax: int = LMAX) -> np.ndarray:
     """Code lengths (int64, one per symbol of ``counts``) of 1..lmax bits for EVERY symbol, the fewest
     payload bits on ``counts`` among such codes: package-merge (Larmore and Hirschberg's optimal
@@ -215,12 +223,15 @@ def _stored(lengths: np.ndarray) -> np.ndarray:
 class Book:
     """A code book kept across tensors: its mode and code lengths (NSYM), what compress and
     decompress derive from them once (canonical codes, the stream's stored ``lengths``, decode
-    tables), the payload bits per symbol it achieved on the histogram it was built from, and its
-    device tensors per device (filled by gpu_codec_v4.book_tensors)."""
+    tables), the payload bits per symbol it achieved on the histograms it was built from and each
+    mode's redundancy there (that mode's covering code's payload bits per symbol over the entropy's:
+    what :meth:`drift` adds to a later histogram's entropy), and its device tensors per device
+    (filled by gpu_codec_v4.book_tensors)."""
 
     mode: int
     lengths: np.ndarray  # int64 (NSYM)
     bits_per_symbol: float = 0.0
+    redundancy: tuple[float, float] = (0.0, 0.0)
     codes: np.ndarray = field(init=False)
     stored: np.ndarray = field(init=False)
     tables: DecodeTables = field(init=False)
@@ -241,6 +252,14 @@ class Book:
         """Payload bits per symbol this book spends on a tensor's histograms (2, NSYM): a dot product."""
         return bits_per_symbol(hists[self.mode], self.lengths)
 
+    def drift(self, hists: np.ndarray) -> float:
+        """This book's payload bits on a tensor's histograms (2, NSYM) over what a book made from them
+        would spend, estimated per mode as the entropy plus the mode's redundancy at build, the
+        better mode taken (1 on the histograms it was built from; tens of microseconds, no Huffman
+        code)."""
+        fresh = min(entropy_bits(h) + r * int(h.sum()) for h, r in zip(hists, self.redundancy))
+        return payload_bits(hists[self.mode], self.lengths) / fresh if fresh > 0 else 1.0
+
     def check_covers(self, counts: np.ndarray) -> None:
         """ValueError if a symbol of ``counts`` has no code in this book."""
         missing = np.flatnonzero((np.asarray(counts) > 0) & (self.lengths == 0))
@@ -256,7 +275,8 @@ def make_book(hists: np.ndarray) -> Book:
     books = [covering_lengths(h) for h in hists]
     bits = [payload_bits(h, b) for h, b in zip(hists, books)]
     mode = DIRECT if bits[DIRECT] < bits[DELTA] else DELTA
-    return Book(mode, books[mode], bits_per_symbol(hists[mode], books[mode]))
+    redundancy = tuple((b - entropy_bits(h)) / max(int(h.sum()), 1) for h, b in zip(hists, bits))
+    return Book(mode, books[mode], bits_per_symbol(hists[mode], books[mode]), redundancy)
 
 
 def _codes(blocks: np.ndarray, eb32: np.float32, mode: int) -> tuple[np.ndarray, np.ndarray]:

@@ -13,7 +13,7 @@ CometHooks             error-bounded compression (repro.papers.comet.codec forma
                        tensors), fixed eb or an EBController. Codec v4 codes each saved tensor
                        with its slot's cached code book (repro.papers.comet.books: one host sync
                        per tensor, no Huffman construction on the host after a slot's first step),
-                       refreshed when its bits per symbol drift past ``book_tol``.
+                       refreshed when it spends more than (1 + ``book_tol``) x what a new book would.
                        The format keeps zeros and signs exactly, so ReLU backward masks are exact
                        and only the values (used by the next conv's weight gradient) carry error.
                        On CUDA, ``payload="exact"`` stores each tensor at its exact size (one host
@@ -310,7 +310,7 @@ class CometHooks(SavedTensorAccounting):
         self.kernels_dir = kernels_dir
         self.payload = payload
         self.planner = arena.Planner(arena_margin, kernels_dir) if payload == "arena" else None
-        # codec v4: a slot's book is refreshed when its bits per symbol pass (1 + book_tol) x its own at build
+        # codec v4: a slot's book is refreshed when it spends more than (1 + book_tol) x a new book's bits
         self.books = books.SlotBooks(book_tol, kernels_dir) if codec_version == "v4" else None
         # an adaptive eb is measured and re-tuned by Python hooks on the step: eager only
         self.graph_safe = self.planner is not None and not controller.adaptive
