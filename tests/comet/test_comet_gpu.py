@@ -3,8 +3,9 @@ property-test input (flat and channels-last kernels, exact-size and arena paths)
 input, layouts and alignment, streams, overflow and NaN/Inf in an arena, the memory really freed
 (exact) or reserved (arena) in training, a training step captured as a CUDA graph, and the
 experiments at smoke size. Codec v4 (kernels/comet_huffman.cu, the ``test_v4_*`` tests at the end):
-streams bit-identical to its NumPy twin, the GPU decoder on the twin's streams, GPU round trips
-within the bound, NaN/Inf refused, the hooks with codec v4.
+streams bit-identical to its NumPy twin (with each tensor's own book and with a cached covering
+book built from another tensor), the GPU decoder on the twin's streams, GPU round trips within the
+bound, NaN/Inf refused, one host sync per tensor with a cached book, the hooks with codec v4.
 
 Kernels come from $REPRO_KERNELS_DIR (a `snakemake build_kernels` output) or are compiled here
 with nvcc into a temporary folder.
@@ -12,6 +13,7 @@ with nvcc into a temporary folder.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -402,11 +404,12 @@ def test_step_bench_smoke_on_gpu(kernels_dir, tmp_path):
 # ---- codec v4 ----------------------------------------------------------------------------------
 
 
-def assert_same_stream_v4(x: np.ndarray, eb: float, kernels_dir: Path) -> None:
-    ref = codec_v4.compress(x, eb)
-    got_dev = gpu_codec_v4.compress(torch.from_numpy(x.reshape(-1)).cuda(), eb, kernels_dir)
+def assert_same_stream_v4(x: np.ndarray, eb: float, kernels_dir: Path, book: codec_v4.Book | None = None) -> None:
+    ref, ref_hists = codec_v4.encode(x, eb, book)
+    got_dev, hists = gpu_codec_v4.encode(torch.from_numpy(x.reshape(-1)).cuda(), eb, kernels_dir, book)
+    np.testing.assert_array_equal(hists, ref_hists)
     got = gpu_codec_v4.to_cpu(got_dev)
-    assert got.mode == ref.mode
+    assert got.mode == ref.mode and got_dev.book is book
     np.testing.assert_array_equal(got.lengths, ref.lengths)
     np.testing.assert_array_equal(got.offsets, ref.offsets)
     np.testing.assert_array_equal(got.payload, ref.payload)
@@ -416,6 +419,9 @@ def assert_same_stream_v4(x: np.ndarray, eb: float, kernels_dir: Path) -> None:
     assert np.abs(x.reshape(-1).astype(np.float64) - y).max(initial=0) <= np.float32(eb)
     back = gpu_codec_v4.to_gpu(ref, "cuda")  # the GPU decoder reads the twin's stream
     np.testing.assert_array_equal(gpu_codec_v4.decompress(back, kernels_dir=kernels_dir).cpu().numpy(), y)
+    if book is not None:  # and a stream coded with a book decodes from its stored lengths alone
+        bare = codec_v4.CompressedV4(back.n, back.eb, back.mode, ref.lengths.copy(), back.offsets, back.payload)
+        np.testing.assert_array_equal(gpu_codec_v4.decompress(bare, kernels_dir=kernels_dir).cpu().numpy(), y)
 
 
 @pytest.mark.parametrize("name,x,ebs", CASES, ids=[c[0] for c in CASES])
@@ -480,3 +486,102 @@ def test_v4_hooks_keep_gradients_close(kernels_dir):
     assert 0 < hooks.step_stored_bytes < hooks.step_raw_bytes / 2
     g0, g1 = torch.cat([g.flatten() for g in ref]), torch.cat([p.grad.flatten() for p in model.parameters()])
     assert ((g1 - g0).norm() / g0.norm()).item() < 0.05
+
+
+def _book() -> codec_v4.Book:
+    """A covering book built from one small tensor (relu_sparse at eb 0.1: a few dozen symbols seen)."""
+    return codec_v4.make_book(codec_v4.encode(CASES[3][1], 0.1)[1])
+
+
+@pytest.mark.parametrize("name,x,ebs", CASES, ids=[c[0] for c in CASES])
+def test_v4_cached_book_stream_equals_twin_stream(name, x, ebs, kernels_dir):
+    book = _book()
+    for eb in ebs + [0.0]:
+        assert_same_stream_v4(x, eb, kernels_dir, book)
+    assert_same_stream_v4(np.zeros(3 * 1024 + 5, dtype=np.float32), 0.1, kernels_dir, book)
+    assert ("cuda", torch.cuda.current_device()) in book.device  # its device tensors, made once
+
+
+def test_v4_cached_book_large_round_trip_and_one_host_sync(kernels_dir):
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    x = torch.relu(torch.randn(2**22 + 77, generator=gen, device="cuda"))
+    book = codec_v4.make_book(gpu_codec_v4.encode(x, 0.05, kernels_dir)[1])
+    x2 = torch.relu(torch.randn(2**22 + 77, generator=gen, device="cuda"))  # a later step's tensor
+    gpu_codec_v4.encode(x2, 0.05, kernels_dir, book)  # the book's device tensors and the kernels load here
+
+    def syncs(fn) -> int:
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                fn()
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+        return sum("synchroniz" in str(w.message) for w in caught)
+
+    assert syncs(lambda: gpu_codec_v4.encode(x2, 0.05, kernels_dir, book)) == 1
+    assert syncs(lambda: gpu_codec_v4.encode(x2, 0.05, kernels_dir)) >= 2
+    c2, hists2 = gpu_codec_v4.encode(x2, 0.05, kernels_dir, book)
+    y = gpu_codec_v4.decompress(c2, kernels_dir=kernels_dir)
+    assert float((x2.double() - y.double()).abs().max()) <= 0.05
+    own = gpu_codec_v4.compress(x2, 0.05, kernels_dir)
+    assert c2.nbytes <= 1.05 * own.nbytes  # a same-distribution book: within 5% of the tensor's own
+    assert book.drift(hists2) <= 1.05  # the hooks would keep it
+
+
+def test_v4_cached_book_refuses_non_finite_and_uncovered_symbols(kernels_dir):
+    book = _book()
+    for bad in (float("nan"), float("inf")):
+        x = torch.ones(5000, device="cuda")
+        x[4321] = bad
+        with pytest.raises(ValueError, match="non-finite values: 1 NaN/Inf"):
+            gpu_codec_v4.encode(x, 0.1, kernels_dir, book)
+    own = codec_v4.Book(*codec_v4.choose(codec_v4.encode(CASES[3][1], 0.1)[1]))  # not covering
+    with pytest.raises(ValueError, match="no code for"):
+        gpu_codec_v4.encode(torch.from_numpy(CASES[0][1]).cuda(), 1e-4, kernels_dir, own)
+
+
+def test_v4_hooks_with_cached_books_train_like_v3(kernels_dir):
+    """Three SGD steps, books built on the first and used on the others: v3's losses and weights (v4
+    decodes to v3's values; a block a stale book makes too big is stored exact), close to uncompressed."""
+
+    def run(hooks):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+                                    torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(),
+                                    torch.nn.Linear(16 * 32 * 32, 10)).cuda()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        if hooks:
+            hooks.wrap_model(model)
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        losses = []
+        for _ in range(3):
+            x = torch.randn(32, 3, 32, 32, generator=gen, device="cuda")
+            y = torch.randint(0, 10, (32,), generator=gen, device="cuda")
+            opt.zero_grad(set_to_none=True)
+            ctx = hooks.saved_tensors_hooks() if hooks else torch.autograd.graph.saved_tensors_hooks(lambda t: t,
+                                                                                                     lambda t: t)
+            with ctx:
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            if hooks:
+                hooks.after_backward(model)
+            opt.step()
+            losses.append(loss.item())
+        return torch.tensor(losses), torch.cat([p.detach().flatten() for p in model.parameters()])
+
+    torch.backends.cudnn.deterministic = True
+    try:
+        v4 = make_hooks("fixed", eb=0.05, kernels_dir=kernels_dir, codec_version="v4")
+        l4, w4 = run(v4)
+        l3, w3 = run(make_hooks("fixed", eb=0.05, kernels_dir=kernels_dir))
+        l0, w0 = run(None)
+    finally:
+        torch.backends.cudnn.deterministic = False
+    torch.testing.assert_close(l4, l3, rtol=1e-5, atol=0)
+    torch.testing.assert_close(w4, w3, rtol=1e-4, atol=1e-6)
+    assert ((l4 - l0).abs() / l0).max() < 0.05
+    m = v4.codec_metrics()
+    slots = len(v4.books.books)
+    assert slots >= 3 and m["codec_books_built"] == slots and m["codec_book_tensors"] == 2 * slots

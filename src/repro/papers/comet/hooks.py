@@ -10,7 +10,10 @@ saved it, which picks its error bound and its row in the per-layer accounting.
 SavedTensorAccounting  identity pack; counts the bytes of saved activations (the uncompressed arm's probe)
 CometHooks             error-bounded compression (repro.papers.comet.codec format, or codec_v4's with
                        ``codec_version="v4"``; GPU kernels on CUDA tensors, the NumPy codec on CPU
-                       tensors), fixed eb or an EBController.
+                       tensors), fixed eb or an EBController. Codec v4 codes each saved tensor
+                       with its slot's cached code book (repro.papers.comet.books: one host sync
+                       per tensor, no Huffman construction on the host after a slot's first step),
+                       refreshed when it spends more than (1 + ``book_tol``) x what a new book would.
                        The format keeps zeros and signs exactly, so ReLU backward masks are exact
                        and only the values (used by the next conv's weight gradient) carry error.
                        On CUDA, ``payload="exact"`` stores each tensor at its exact size (one host
@@ -42,7 +45,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
-from repro.papers.comet import arena, codec, codec_v4, gpu_codec, gpu_codec_v4
+from repro.papers.comet import arena, books, codec, codec_v4, gpu_codec, gpu_codec_v4
 from repro.train.hooks import TrainHooks
 
 WEIGHTED = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
@@ -294,7 +297,7 @@ class CometHooks(SavedTensorAccounting):
 
     def __init__(self, controller: EBController, min_numel: int = 4096, kernels_dir=None,
                  value_order: str = "logical", payload: str = "exact", arena_margin: float = 1.1,
-                 codec_version: str = "v3"):
+                 codec_version: str = "v3", book_tol: float = 0.05):
         super().__init__(min_numel, value_order)
         if payload not in PAYLOADS:
             raise ValueError(f"payload must be one of {PAYLOADS}, got {payload!r}")
@@ -307,6 +310,8 @@ class CometHooks(SavedTensorAccounting):
         self.kernels_dir = kernels_dir
         self.payload = payload
         self.planner = arena.Planner(arena_margin, kernels_dir) if payload == "arena" else None
+        # codec v4: a slot's book is refreshed when it spends more than (1 + book_tol) x a new book's bits
+        self.books = books.SlotBooks(book_tol, kernels_dir) if codec_version == "v4" else None
         # an adaptive eb is measured and re-tuned by Python hooks on the step: eager only
         self.graph_safe = self.planner is not None and not controller.adaptive
         self._measure = False
@@ -322,6 +327,8 @@ class CometHooks(SavedTensorAccounting):
         self._dy, self._density = {}, {}
         if self.planner is not None:
             self.planner.begin_step()
+        if self.books is not None:
+            self.books.begin_step()
         return super().saved_tensors_hooks()
 
     def step_key(self):
@@ -331,8 +338,12 @@ class CometHooks(SavedTensorAccounting):
         return None if self.planner is None else self.planner.replan()
 
     def codec_metrics(self) -> dict:
-        """The arena's totals over the run (reserved bytes, overflowed steps, ...); {} otherwise."""
-        return {} if self.planner is None else self.planner.metrics()
+        """The arena's totals over the run (reserved bytes, overflowed steps, ...), codec v4's book
+        counts (books built, refreshed, tensors coded with a cached book); {} otherwise."""
+        out = {} if self.planner is None else self.planner.metrics()
+        if self.books is not None:
+            out.update({f"codec_{k}": float(v) for k, v in self.books.counts.items()})
+        return out
 
     def on_module_input(self, name, module, args) -> None:
         if self._measure and isinstance(module, WEIGHTED) and args and isinstance(args[0], torch.Tensor):
@@ -356,13 +367,13 @@ class CometHooks(SavedTensorAccounting):
     def encode(self, t: torch.Tensor, layer: str):
         eb = self.controller.eb_for(layer)
         t = t.detach()
+        if self.books is not None:  # flat input only: a channels-last tensor is copied to NCHW order
+            flat, layout = dense_flat(t, self.value_order)
+            data = self.books.compress(flat, eb)
+            return CometPacked(data, t.shape, layout, t.device), data.nbytes
         if t.device.type != "cuda":
             flat, layout = dense_flat(t, self.value_order)
-            data = (codec_v4 if self.codec_version == "v4" else codec).compress(flat.numpy(), eb)
-            return CometPacked(data, t.shape, layout, t.device), data.nbytes
-        if self.codec_version == "v4":  # flat input only: a channels-last tensor is copied to NCHW order
-            flat, layout = dense_flat(t, self.value_order)
-            data = gpu_codec_v4.compress(flat, eb, self.kernels_dir)
+            data = codec.compress(flat.numpy(), eb)
             return CometPacked(data, t.shape, layout, t.device), data.nbytes
         if self.value_order == "logical" and gpu_codec.Source.nhwc_fits(t):
             src, layout = gpu_codec.Source.nhwc_of(t, checked=True), "nhwc"
@@ -395,6 +406,8 @@ class CometHooks(SavedTensorAccounting):
         state = {**super().state_dict(), "controller": self.controller.state_dict()}
         if self.planner is not None:  # a resumed run re-calibrates its plan; the run's counts carry on
             state["arena_totals"] = dict(self.planner.totals)
+        if self.books is not None:  # likewise: a resumed run builds its books again on its first step
+            state["book_counts"] = dict(self.books.counts)
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -402,6 +415,8 @@ class CometHooks(SavedTensorAccounting):
         self.controller.load_state_dict(state.get("controller", {}))
         if self.planner is not None:
             self.planner.totals.update(state.get("arena_totals", {}))
+        if self.books is not None:
+            self.books.counts.update(state.get("book_counts", {}))
 
 
 @dataclass
@@ -488,13 +503,14 @@ class ActNNHooks(SavedTensorAccounting):
 def make_hooks(method: str, *, eb: float = 0.05, fraction: float = 0.1, bn_fraction: float = 0.05,
                eb_min: float = 1e-4, eb_max: float = 1.0, retune_every: int = 100, min_numel: int = 4096,
                group_size: int = 256, seed: int = 0, kernels_dir=None, value_order: str = "logical",
-               payload: str = "exact", arena_margin: float = 1.1, codec_version: str = "v3") -> TrainHooks | None:
+               payload: str = "exact", arena_margin: float = 1.1, codec_version: str = "v3",
+               book_tol: float = 0.05) -> TrainHooks | None:
     """The hooks of one arm: none (no hooks: the plain trainer), fixed, adaptive, actnn."""
     if method == "none":
         return None
     if method in ("fixed", "adaptive"):
         ctl = EBController(eb, method == "adaptive", fraction, bn_fraction, eb_min, eb_max, retune_every)
-        return CometHooks(ctl, min_numel, kernels_dir, value_order, payload, arena_margin, codec_version)
+        return CometHooks(ctl, min_numel, kernels_dir, value_order, payload, arena_margin, codec_version, book_tol)
     if method == "actnn":
         return ActNNHooks(group_size, min_numel, seed, value_order)
     raise ValueError(f"method must be none, fixed, adaptive or actnn, got {method!r}")
