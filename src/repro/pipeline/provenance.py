@@ -68,7 +68,7 @@ def _changed_files(repo: str, commit: str, pathspec: tuple[str, ...] = ()) -> tu
     without one), comment-only lines aside (renames as the two paths they touch), asked of git once
     per commit and process: the claims report asks for about 200 records' files against some 20
     commits. (Kept for the process: the report's processes do not change the tree they read.)"""
-    if _git("cat-file", "-e", f"{commit}^{{commit}}") is None:
+    if not _has_commit(repo, commit):
         return None
     out = _git("diff", "--name-only", "--no-renames", "-I", r"^\s*#", commit, *(["--", *pathspec] if pathspec else []))
     return None if out is None else tuple(line for line in out.splitlines() if line)

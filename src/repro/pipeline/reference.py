@@ -209,7 +209,8 @@ def judge(rel: str, since: str, reason: str, records: list[str] | None = None) -
     if not reason.strip():
         raise provenance.UnmovedError("a judgment needs its reason")
     if records:
-        unknown = [r for r in records if r not in published_names()]
+        published = published_names()
+        unknown = [r for r in records if r not in published]
         if unknown:
             raise provenance.UnmovedError(f"--records {' '.join(unknown)}: no published record answers to "
                                           "(give <paper>/<experiment> or a record's folder below its card)")

@@ -159,11 +159,17 @@ def covering_lengths(counts: np.ndarray, lmax: int = LMAX) -> np.ndarray:
     return lengths
 
 
+def _per_mode(hists: np.ndarray, lengths_of) -> tuple[int, list[np.ndarray], list[int]]:
+    """(the mode whose code spends fewer payload bits (ties: DELTA), each mode's code lengths from
+    ``lengths_of(histogram)``, each mode's payload bits) for the two modes' histograms (2, NSYM)."""
+    books = [lengths_of(h) for h in hists]
+    bits = [payload_bits(h, b) for h, b in zip(hists, books)]
+    return (DIRECT if bits[DIRECT] < bits[DELTA] else DELTA), books, bits
+
+
 def choose(hists: np.ndarray) -> tuple[int, np.ndarray]:
     """(mode, code lengths) from the two modes' histograms (2, NSYM): the fewer payload bits."""
-    books = [book_lengths(h) for h in hists]
-    bits = [payload_bits(h, b) for h, b in zip(hists, books)]
-    mode = DIRECT if bits[DIRECT] < bits[DELTA] else DELTA
+    mode, books, _ = _per_mode(hists, book_lengths)
     return mode, books[mode]
 
 
@@ -272,9 +278,7 @@ def make_book(hists: np.ndarray) -> Book:
     """The covering book (every symbol a code, :func:`covering_lengths`) of a tensor's two histograms
     (2, NSYM): the mode whose covering code spends fewer payload bits (ties: DELTA)."""
     hists = np.asarray(hists, dtype=np.int64)
-    books = [covering_lengths(h) for h in hists]
-    bits = [payload_bits(h, b) for h, b in zip(hists, books)]
-    mode = DIRECT if bits[DIRECT] < bits[DELTA] else DELTA
+    mode, books, bits = _per_mode(hists, covering_lengths)
     redundancy = tuple((b - entropy_bits(h)) / max(int(h.sum()), 1) for h, b in zip(hists, bits))
     return Book(mode, books[mode], bits_per_symbol(hists[mode], books[mode]), redundancy)
 

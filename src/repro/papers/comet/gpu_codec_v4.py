@@ -56,13 +56,20 @@ def book_tensors(book: codec_v4.Book, device) -> dict:
     device = torch.device(device)
     key = (device.type, device.index)
     if key not in book.device:
-        t = book.tables
-        book.device[key] = dict(
-            lens=_tensor(book.lengths.astype(np.uint8), torch.uint8, device),
-            codes=_tensor(book.codes.view(np.int32), torch.int32, device),
-            tables=_tensor(np.concatenate([t.limit, t.first, t.base]).astype(np.int32), torch.int32, device),
-            symbols=_tensor(np.concatenate([t.symbols, [0]]).astype(np.int32), torch.int32, device))
+        tables, symbols = _decode_tensors(book.tables, device)
+        book.device[key] = dict(lens=_tensor(book.lengths.astype(np.uint8), torch.uint8, device),
+                                codes=_tensor(book.codes.view(np.int32), torch.int32, device),
+                                tables=tables, symbols=symbols)
     return book.device[key]
+
+
+def _decode_tensors(t: codec_v4.DecodeTables, device) -> tuple:
+    """The decode kernel's tables on ``device``: (limit, first, base as one int32 tensor, the symbols
+    in code order as int32 with one pad)."""
+    import torch
+
+    return (_tensor(np.concatenate([t.limit, t.first, t.base]).astype(np.int32), torch.int32, device),
+            _tensor(np.concatenate([t.symbols, [0]]).astype(np.int32), torch.int32, device))
 
 
 def _refuse_non_finite(flat, flags: int) -> None:
@@ -157,8 +164,7 @@ def decompress(c: CompressedV4, out=None, kernels_dir: Path | None = None):
         return out
     t = codec_v4.stream_tables(c)
     if c.book is None:
-        tables = _tensor(np.concatenate([t.limit, t.first, t.base]).astype(np.int32), torch.int32, device)
-        symbols = _tensor(np.concatenate([t.symbols, [0]]).astype(np.int32), torch.int32, device)
+        tables, symbols = _decode_tensors(t, device)
     else:
         dt = book_tensors(c.book, device)
         tables, symbols = dt["tables"], dt["symbols"]
