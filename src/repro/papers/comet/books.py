@@ -13,9 +13,8 @@ plus its redundancy when the book was built; tens of microseconds), the book is 
 (a refresh) and serves from the next step on: the tensor at hand is already coded, with the old
 book. The reference is what a new book would spend, not what the book spent when built: activations
 that grow more compressible (a ResNet-32 trained from scratch: 7x to 15x in 30 steps at eb 0.05)
-leave an old book's bits per symbol where they were while a new book's fall. On the captures of
-benchmarks/comet_v4_books.py (10 steps apart), a check against the bits at build kept 0.70-0.81 of
-a fresh book's ratio at steps 20 and 30, this one 0.92-0.97. A stream carries the book it was coded
+leave an old book's bits per symbol where they were while a new book's fall, so a check against
+the bits at build would seldom refresh. A stream carries the book it was coded
 with, so a refresh never invalidates a stream that is still alive.
 """
 
