@@ -118,3 +118,13 @@ def test_hooks_train_with_cached_books_like_v3_and_checkpoint_the_counts():
     assert make_hooks("fixed", eb=0.05).codec_metrics() == {}
     with pytest.raises(ValueError, match="tolerance"):
         make_hooks("fixed", codec_version="v4", book_tol=float("nan"))
+
+
+def test_an_arm_s_book_tolerance_reaches_its_books_and_a_bad_one_is_refused():
+    from repro.papers.comet.arms import ArmParams
+
+    assert ArmParams().book_tol == 0.05  # the arms' config (comet_uncompressed.yaml) sets the same default
+    hooks = make_hooks("fixed", eb=0.1, codec_version="v4", book_tol=0.2)
+    assert hooks.books.tol == 0.2
+    with pytest.raises(ValueError, match="book tolerance"):
+        make_hooks("fixed", eb=0.1, codec_version="v4", book_tol=-0.1)

@@ -67,6 +67,7 @@ class ArmParams(TrainParams):
     payload: str = "exact"  # COMET on CUDA: exact (one sync per saved tensor) | arena (no sync; graph-safe if fixed)
     arena_margin: float = 1.1  # arena: payload budget / largest payload seen
     codec: str = "v3"  # COMET's codec: v3 (bit planes, codec.py) | v4 (Huffman + zero runs, codec_v4.py; exact payload)
+    book_tol: float = 0.05  # v4: a slot's cached code book is rebuilt when it spends > (1 + book_tol) x a new book's bits
 
 
 def probe_memory(model: nn.Module, hooks: SavedTensorAccounting, x: torch.Tensor, y: torch.Tensor) -> dict:
@@ -109,7 +110,7 @@ def train_arm(p: ArmParams, ctx: Context) -> Result:
                        eb_min=p.eb_min, eb_max=p.eb_max, retune_every=p.retune_every, min_numel=p.min_numel,
                        group_size=p.group_size, seed=ctx.seed, kernels_dir=ctx.inputs.get("kernels"),
                        value_order=p.value_order, payload=p.payload, arena_margin=p.arena_margin,
-                       codec_version=p.codec)
+                       codec_version=p.codec, book_tol=p.book_tol)
     result = run_arm(p, ctx, model, train_split, test_split, hooks=hooks)
     metrics, tags, artifacts = finish_arm(p, ctx, result, train_split, "training pass only, epochs 2.. (eager for every arm)")
     tables = {"epochs": result.history}
