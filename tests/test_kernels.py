@@ -42,6 +42,20 @@ def test_the_module_cache_follows_the_folder_the_variable_names(monkeypatch, tmp
     assert loads == [str(tmp_path / "a" / "k.cubin"), str(tmp_path / "b" / "k.cubin")]
 
 
+class _FakeDevice:
+    """cupy.cuda.Device's stand-in: entering it makes its device's stream (500 + id) CuPy's current one."""
+    stream = [500]
+
+    def __init__(self, device):
+        self.device = device
+
+    def __enter__(self):
+        self.stream.insert(0, 500 + self.device)
+
+    def __exit__(self, *exc):
+        self.stream.pop(0)
+
+
 def _fake_driver(monkeypatch):
     """A cupy.cuda.driver stand-in whose launchKernel reads the argument block as the driver would:
     the array of pointers, each to its argument's bytes."""
@@ -56,7 +70,9 @@ def _fake_driver(monkeypatch):
                              extra=extra, params=params))
 
     driver = types.SimpleNamespace(launchKernel=launchKernel)
-    cuda = types.SimpleNamespace(driver=driver)
+    runtime = types.SimpleNamespace(getDevice=lambda: 0)
+    cuda = types.SimpleNamespace(driver=driver, runtime=runtime, Device=_FakeDevice,
+                                 get_current_stream=lambda: types.SimpleNamespace(ptr=_FakeDevice.stream[0]))
     monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
     monkeypatch.setitem(sys.modules, "cupy.cuda", cuda)
     return launched, ctypes
@@ -81,6 +97,17 @@ def test_a_launch_passes_its_argument_block_and_the_rewritten_slots(monkeypatch)
     read = [ctypes.c_int32, ctypes.c_uint32, ctypes.c_int64, ctypes.c_uint64, ctypes.c_float, ctypes.c_double]
     assert [t.from_address(p).value for t, p in zip(read, pointers)] == [
         1, 3_000_000_000, -(2**40), 0xDEAD_BEEF_0000, 0.5, -2.25]
+
+
+def test_a_launch_starts_on_the_current_stream_entering_another_device_only_when_asked(monkeypatch):
+    import numpy as np
+
+    launched, _ = _fake_driver(monkeypatch)
+    launch = kernels.Launch(type("Fn", (), {"ptr": 1})(), (1,), (32,), (np.int32(1),))
+    launch.start(False, 0)  # the current device (the fake's 0): CuPy's current stream, no context entered
+    launch.start(False, 2)  # another device: launched inside its context, on its stream
+    launch.start(False, 0)  # the stream function kept from the first start still follows the current stream
+    assert [c["stream"] for c in launched] == [500, 502, 500]
 
 
 def test_a_launch_refuses_arguments_it_cannot_pass(monkeypatch):

@@ -852,3 +852,27 @@ def test_dispatch_guards_the_other_regime_unless_the_caller_names_one(fake_gpu, 
     assert plain.regimes == ("cold",) and plain.fallback and plain.guard
     _, hinted = tuner_mod.dispatch("r", A, B, tuner=tuner, expect="cold")  # the same times, no re-tuning
     assert not hinted.fallback and not hinted.guard and len(fake_gpu.tuned) == 1
+
+
+def test_summarize_dispatch_reports_the_no_lookup_ceiling_and_matmul_against_it():
+    rows = [dict(fallback=True, ok=True, failed_candidates=0, ratio_warm=0.87, ceiling_warm=0.99,
+                 ratio_cold=0.95, ceiling_cold=1.0, ratio_torch_warm=0.87, ratio_cupy_own_warm=0.9,
+                 ratio_torch_cold=0.95, ratio_cupy_own_cold=0.96, overhead_torch_warm_us=1.4,
+                 overhead_cupy_warm_us=1.5),
+            dict(fallback=False, ok=True, failed_candidates=0, ratio_warm=1.05, ceiling_warm=0.98,
+                 ratio_cold=0.97, ceiling_cold=0.995, ratio_torch_warm=1.05, ratio_cupy_own_warm=1.06,
+                 ratio_torch_cold=0.97, ratio_cupy_own_cold=0.98, overhead_torch_warm_us=-1.0,
+                 overhead_cupy_warm_us=-1.0)]
+    m = bench.summarize_dispatch(pd.DataFrame(rows))
+    assert m["ceiling_min_vs_cublas_warm"] == pytest.approx(0.98)  # the worst shape of the wrapper
+    assert m["dispatch_min_vs_ceiling_warm"] == pytest.approx(0.87 / 0.99)  # per shape, then the worst
+    assert m["ceiling_min_vs_cublas_cold"] == pytest.approx(0.995)
+    old = bench.summarize_dispatch(pd.DataFrame(rows).drop(columns=["ceiling_warm", "ceiling_cold"]))
+    assert "ceiling_min_vs_cublas_warm" not in old  # a record made before the wrapper was timed
+
+
+def test_no_lookup_is_the_library_call_with_matmul_s_arguments():
+    import torch
+
+    A, B = torch.randn(5, 3), torch.randn(3, 2)
+    assert torch.equal(bench.no_lookup(A, B, tuner=object(), kernels_dir=None), A @ B)

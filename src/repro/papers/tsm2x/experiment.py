@@ -29,13 +29,15 @@ tuner.matmul on torch operands and on CuPy views of the same memory against a ba
 library, each as back-to-back calls (host clock until the device is idle, median of call_batches
 batches), warm (the same operands) and cold (rotated over copies holding rotate_bytes). The first
 matmul call tunes the shape into tuning.json. Its `points` table: t_<path>_<regime>_us for paths
-torch, cupy, dispatch_torch, dispatch_cupy and t_cublas (the faster bare library); ratio_torch_* /
+torch, cupy, dispatch_torch, dispatch_cupy, wrap_torch and wrap_cupy (no_lookup: matmul's call with
+nothing in it but A @ B) and t_cublas (the faster bare library); ratio_torch_* /
 ratio_cupy_* = t_cublas / that caller's dispatch; ratio_cupy_own_* = CuPy's bare call / a CuPy
 caller's dispatch; ratio_* = the worse of ratio_torch_* and ratio_cupy_own_* (the metrics' reading:
 each caller against the fastest call it had, CuPy's own host cost per call not counted against us);
+ceiling_* = the same reading of the wrap paths (what a dispatcher that looked nothing up would reach);
 overhead_*_us = dispatch minus the same library's bare call; regimes (what decided), chosen and
 fallback (the torch caller's choice), chosen_cupy and fallback_cupy (the CuPy caller's: each call
-path is tuned on its own); err_* against an fp64 reference. Within a regime the four paths' batches
+path is tuned on its own); err_* against an fp64 reference. Within a regime the six paths' batches
 are interleaved (tuner.interleaved_times, call_batches rounds, median per path).
 """
 
@@ -292,6 +294,14 @@ def tsm2_l(p: TSM2LParams, ctx: Context) -> Result:
 # ---- the dispatch path (tsm2x.matmul) as a caller meets it ------------------------------------------
 
 
+def no_lookup(A, B, *, tuner=None, kernels_dir=None):
+    """matmul's signature with nothing between the caller and the library's A @ B: no route key, no
+    lookup. Its time over the bare A @ B is the least any Python-level library call adds (the
+    dispatch claim's ceiling where cuBLAS is the route); tuner and kernels_dir are taken as matmul
+    takes them, so the call costs what a call of matmul costs before matmul's own work."""
+    return A @ B
+
+
 def measure_dispatch_point(dtype: str, m: int, k: int, n: int, b_layout: str, p: DispatchParams, tuner,
                            kernels_dir: Path, seed: int) -> dict:
     """One shape: matmul on torch and on CuPy operands against a bare A @ B in each library, warm
@@ -318,8 +328,10 @@ def measure_dispatch_point(dtype: str, m: int, k: int, n: int, b_layout: str, p:
     Bs = [make_b() for _ in range(copies)]
     cAs, cBs = [cupy.from_dlpack(a) for a in As], [cupy.from_dlpack(b) for b in Bs]
     run = functools.partial(matmul, tuner=tuner, kernels_dir=kernels_dir)
+    wrap = functools.partial(no_lookup, tuner=tuner, kernels_dir=kernels_dir)  # the ceiling: matmul's call, no route
     paths = {"torch": lambda i: As[i] @ Bs[i], "cupy": lambda i: cAs[i] @ cBs[i],
-             "dispatch_torch": lambda i: run(As[i], Bs[i]), "dispatch_cupy": lambda i: run(cAs[i], cBs[i])}
+             "dispatch_torch": lambda i: run(As[i], Bs[i]), "dispatch_cupy": lambda i: run(cAs[i], cBs[i]),
+             "wrap_torch": lambda i: wrap(As[i], Bs[i]), "wrap_cupy": lambda i: wrap(cAs[i], cBs[i])}
     outputs = {"torch": run(As[0], Bs[0]), "cupy": torch.from_dlpack(run(cAs[0], cBs[0]))}  # tunes the shape
     kind = "r" if k > tsm2.MAX_K_L else "l"
     regimes = deciding_regimes(nbytes, l2_bytes(torch.cuda.current_device()))
@@ -333,7 +345,7 @@ def measure_dispatch_point(dtype: str, m: int, k: int, n: int, b_layout: str, p:
                failed_candidates=len(choice.errors))
     for regime in ("warm", "cold"):
         idx = [0] if regime == "warm" else range(copies)
-        # the four paths' batches interleaved: a slow spell of host or card hits them alike
+        # the six paths' batches interleaved: a slow spell of host or card hits them alike
         t = {label: v * 1e6 for label, v in interleaved_times(
             {label: [functools.partial(f, i) for i in idx] for label, f in paths.items()},
             rounds=p.call_batches, warmup=p.warmup, target_s=p.call_target_ms / 1e3).items()}
@@ -344,6 +356,7 @@ def measure_dispatch_point(dtype: str, m: int, k: int, n: int, b_layout: str, p:
                 f"ratio_cupy_{regime}": t_cublas / t["dispatch_cupy"],
                 f"ratio_cupy_own_{regime}": t["cupy"] / t["dispatch_cupy"],
                 f"ratio_{regime}": min(t_cublas / t["dispatch_torch"], t["cupy"] / t["dispatch_cupy"]),
+                f"ceiling_{regime}": min(t_cublas / t["wrap_torch"], t["cupy"] / t["wrap_cupy"]),
                 f"overhead_torch_{regime}_us": t["dispatch_torch"] - t["torch"],
                 f"overhead_cupy_{regime}_us": t["dispatch_cupy"] - t["cupy"]}
     ref = torch.mm(As[0].double(), Bs[0].double())
@@ -363,6 +376,9 @@ def summarize_dispatch(df: pd.DataFrame) -> dict[str, float]:
                                  "n_failed_candidates": int(df["failed_candidates"].sum())}
     for regime in ("warm", "cold"):
         metrics[f"dispatch_min_vs_cublas_{regime}"] = float(df[f"ratio_{regime}"].min())
+        if f"ceiling_{regime}" in df:  # absent in records made before the no-lookup wrapper was timed
+            metrics[f"ceiling_min_vs_cublas_{regime}"] = float(df[f"ceiling_{regime}"].min())
+            metrics[f"dispatch_min_vs_ceiling_{regime}"] = float((df[f"ratio_{regime}"] / df[f"ceiling_{regime}"]).min())
         metrics[f"dispatch_geomean_vs_cublas_{regime}"] = _geomean(
             pd.concat([df[f"ratio_torch_{regime}"], df[f"ratio_cupy_own_{regime}"]]))
     fell = df[df["fallback"].astype(bool)]
