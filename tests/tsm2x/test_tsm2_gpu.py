@@ -270,8 +270,10 @@ def test_dispatch_tunes_caches_and_falls_back(tmp_path, kernels_dir):
     C, choice = dispatch("r", A, B, tuner=tuner, kernels_dir=kernels_dir, batches=2, target_s=1e-3)
     assert_product(C, A, B)
     assert choice.best_variant and set(choice.times_us) == set(REGIMES)
-    # every variant and the caller's own cuBLAS call (torch.mm), on the caller's call path
-    assert all(set(t) == {v.name for v in tsm2.candidates("r", "f32", 1280, 4)} | {"cublas_torch"}
+    # every variant, the bound cuBLAS call and the caller's own cuBLAS call (torch.mm), on the caller's call path
+    from repro.papers.tsm2x import blas
+
+    assert all(set(t) == {v.name for v in tsm2.candidates("r", "f32", 1280, 4)} | {"cublas_torch", blas.BOUND}
                for t in choice.times_us.values())
     assert not choice.errors, choice.errors  # every variant launches (cluster variants included)
     assert set(choice.confirmed) == set(REGIMES) and "cublas_torch" in choice.confirmed["warm"]
@@ -405,3 +407,38 @@ def test_cold_copies_keep_the_callers_strides():
         assert (y.stride() if isinstance(y, torch.Tensor) else y.strides) == \
             (x.stride() if isinstance(x, torch.Tensor) else x.strides)
         assert torch.equal(torch.from_dlpack(y), torch.from_dlpack(x))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("m, k, n, b_row_major", [(10_000, 333, 1, False), (10_001, 333, 3, True),
+                                                  (4097, 1037, 16, True), (513, 7, 2, False), (100, 0, 4, False)])
+def test_bound_cublas_call_matches_the_reference(m, k, n, b_row_major, dtype):
+    from repro.papers.tsm2x import blas
+
+    A = colmajor(m, k, dtype, ld=m + 3)
+    B = (torch.randn(k, n, device="cuda", dtype=dtype) if b_row_major else colmajor(k, n, dtype, seed=1))
+    run = blas.bind("l" if k <= tsm2.MAX_K_L else "r", A, B)
+    C = run(A, B)
+    assert C.stride() == (1, m)  # column-major, as our kernels' C
+    assert_product(C, A, B)
+    out = poisoned(m, n, dtype)
+    assert blas.bind("l" if k <= tsm2.MAX_K_L else "r", A, B, out)(A, B, out) is out
+    assert_product(out, A, B)
+    cA, cB = cupy.from_dlpack(A), cupy.from_dlpack(B)  # CuPy operands: CuPy's stream
+    assert_product(torch.from_dlpack(blas.bind("r" if k > tsm2.MAX_K_L else "l", cA, cB)(cA, cB)), A, B)
+
+
+def test_bound_cublas_call_runs_on_torchs_current_stream():
+    from repro.papers.tsm2x import blas
+
+    A, B = colmajor(20_000, 1037, torch.float32), colmajor(1037, 8, torch.float32, seed=1)
+    run = blas.bind("r", A, B)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # not CuPy's current stream: the bound call must follow torch's
+        A2 = torch.zeros_like(A)  # A's strides
+        torch.cuda._sleep(50_000_000)  # ~25 ms: a call on another stream would read zeros
+        A2.copy_(A)
+        C = run(A2, B)
+    side.synchronize()
+    assert_product(C, A, B)

@@ -381,6 +381,9 @@ def summarize_dispatch(df: pd.DataFrame) -> dict[str, float]:
             metrics[f"dispatch_min_vs_ceiling_{regime}"] = float((df[f"ratio_{regime}"] / df[f"ceiling_{regime}"]).min())
         metrics[f"dispatch_geomean_vs_cublas_{regime}"] = _geomean(
             pd.concat([df[f"ratio_torch_{regime}"], df[f"ratio_cupy_own_{regime}"]]))
+    for lib, col in (("torch", "chosen"), ("cupy", "chosen_cupy")):
+        if col in df:  # shapes whose route is the bound cuBLAS call (blas.BOUND), per caller
+            metrics[f"n_bound_{lib}"] = int((df[col] == "cublas_bound").sum())
     fell = df[df["fallback"].astype(bool)]
     if len(fell):  # absent where no shape fell back
         metrics["fallback_overhead_us_torch"] = float(fell["overhead_torch_warm_us"].median())

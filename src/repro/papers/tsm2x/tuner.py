@@ -21,7 +21,10 @@ cuBLAS does (margin 0 in the paper benchmarks, DISPATCH_MARGIN = 5% in dispatch)
 the caller's arrays. Its cuBLAS path is the caller's own library: `torch.mm` for torch tensors,
 CuPy's `@` routine for CuPy arrays, with no conversion, copy or layout change; the route and the
 variant are looked up once per operand signature (library, shapes, strides, dtype, device), so a
-repeated call costs one dictionary lookup before the library call or the kernel launch.
+repeated call costs one dictionary lookup before the library call or the kernel launch. A third
+candidate is cuBLAS bound like our kernels (blas.BOUND: the GEMM on a handle of ours with its
+arguments fixed, pointers read per call): where a call's host cost exceeds its device time, it
+skips the library's per-call work; it is timed, checked and chosen exactly like our variants.
 
 dispatch tunes a shape per call path (call_path: the caller's library, B's layout, out given or
 allocated per call) and times exactly the call it will make (call_timers): the caller's own library
@@ -63,7 +66,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from repro.tuning import ChoiceCache
 from repro import kernels
-from repro.papers.tsm2x import tsm2
+from repro.papers.tsm2x import blas, tsm2
 
 CUBLAS = ("cublas_torch", "cublas_cupy")
 NATIVE = {"torch": "cublas_torch", "cupy": "cublas_cupy"}  # the caller's library -> its cuBLAS route
@@ -72,10 +75,10 @@ REGIMES = ("warm", "cold")
 # regime (re-timed against it, interleaved); the paper benchmarks compare at margin 0
 DISPATCH_MARGIN = 0.05
 CONFIRM_ROUNDS = 5  # interleaved batches per confirmed candidate and regime (median)
-# 4: dispatch's entries keyed by call path (library, B layout, out given) with confirmed times;
+# 5: dispatch's entries time the bound cuBLAS call (blas.BOUND) too; 4: dispatch's entries keyed by call path (library, B layout, out given) with confirmed times;
 # 3: times per regime (warm and cold), the choice made from them at lookup; 2: verified choices,
 # cold times only (older caches may hold wrong kernels)
-CACHE_VERSION = 4
+CACHE_VERSION = 5
 log = logging.getLogger("repro")
 
 
@@ -193,7 +196,7 @@ class Tuner:
                check: Callable[[str], float] | None = None, tol: float | None = None,
                regimes: Sequence[str] = ("cold",), routes: Sequence[str] = CUBLAS, margin: float = 0.0,
                confirm: Callable[[Sequence[str], str], Mapping[str, float]] | None = None,
-               path: str = "", guard: bool = False) -> Choice:
+               path: str = "", guard: bool = False, extra: Sequence[str] = ()) -> Choice:
         """The cached verdict under `regimes`, or time every candidate with each timers[regime](name)
         -> seconds (every regime in `timers`, which must include `regimes`), cache the times and decide.
 
@@ -201,6 +204,8 @@ class Tuner:
         operands (see output_checker); a variant above `tol` (default check_tolerance(dtype, k))
         or with a non-finite error is recorded in errors and never timed nor chosen. `routes`: the
         cuBLAS routes timed (dispatch: the caller's own). `margin`, `guard`: see decide and Choice.
+        `extra`: candidates timed and chosen like our variants (dispatch: blas.BOUND, the bound cuBLAS
+        call), checked, re-timed and held to the margin as they are.
 
         confirm(names, regime) -> {name: seconds}: where given, the sweep's most promising variants
         (the best two by score under `regimes`, and the best of each regime alone) are re-timed with
@@ -216,7 +221,7 @@ class Tuner:
         key = shape_key(kind, dtype, m, k, n, path)
         if tol is None:
             tol = check_tolerance(dtype, k)
-        ours = [v.name for v in tsm2.candidates(kind, dtype, k, n)]
+        ours = [v.name for v in tsm2.candidates(kind, dtype, k, n)] + list(extra)
         times: dict[str, dict[str, float]] = {r: {} for r in timers}
         errors: dict[str, str] = {}
         for name in ours + list(routes):
@@ -354,6 +359,9 @@ def make_call(kind: str, name: str, A: Any, B: Any, C: Any, kernels_dir: Path | 
     """The call for candidate `name` (a variant or a cuBLAS route) writing C = A @ B."""
     if name in CUBLAS:
         return cublas_call(name, A, B, C)
+    if name == blas.BOUND:
+        run = blas.bind(kind, A, B, C)
+        return lambda: run(A, B, C)
     launch, _, _ = tsm2.prepare(kind, A, B, C, name, kernels_dir)
     return launch
 
@@ -579,6 +587,8 @@ def call_timers(kind: str, A: Any, B: Any, out: Any, copies: int, kernels_dir: P
         if name in CUBLAS:
             route = native_route(A, given)
             return [functools.partial(route, *args(ops)) for ops in operands]
+        if name == blas.BOUND:
+            return [functools.partial(blas.bind(kind, *ops), *args(ops)) for ops in operands]
         return [functools.partial(tsm2.bind(kind, *ops, name, kernels_dir), *args(ops)) for ops in operands]
 
     regime_sets = {"warm": sets[:1], "cold": sets}
@@ -612,9 +622,11 @@ def _resolve(kind: str, A: Any, B: Any, out: Any, expect: str | None, tuner: Tun
         check = output_checker(kind, A, B, C, kernels_dir)
         choice = tuner.choose(kind, prob.dtype, prob.m, prob.k, prob.n, timers, check=check, regimes=regimes,
                               routes=(NATIVE[lib],), margin=DISPATCH_MARGIN, confirm=confirm, path=path,
-                              guard=guard)
+                              guard=guard, extra=(blas.BOUND,))
     if choice.fallback:
         return native_route(A, out is not None), choice
+    if choice.choice == blas.BOUND:
+        return blas.bind(kind, A, B, out), choice
     return tsm2.bind(kind, A, B, out, choice.choice, kernels_dir), choice
 
 
