@@ -54,7 +54,7 @@ import pandas as pd
 
 from repro import kernels
 from repro.experiment import Context, Result, experiment
-from repro.papers.tsm2x import tsm2
+from repro.papers.tsm2x import blas, tsm2
 
 MIB = 1 << 20
 LARGE_BYTES = 256 * MIB  # shapes at least this big are bandwidth-bound: the 90 % target applies
@@ -383,7 +383,7 @@ def summarize_dispatch(df: pd.DataFrame) -> dict[str, float]:
             pd.concat([df[f"ratio_torch_{regime}"], df[f"ratio_cupy_own_{regime}"]]))
     for lib, col in (("torch", "chosen"), ("cupy", "chosen_cupy")):
         if col in df:  # shapes whose route is the bound cuBLAS call (blas.BOUND), per caller
-            metrics[f"n_bound_{lib}"] = int((df[col] == "cublas_bound").sum())
+            metrics[f"n_bound_{lib}"] = int((df[col] == blas.BOUND).sum())
     fell = df[df["fallback"].astype(bool)]
     if len(fell):  # absent where no shape fell back
         metrics["fallback_overhead_us_torch"] = float(fell["overhead_torch_warm_us"].median())
