@@ -8,6 +8,7 @@ time), the links of that chain on the same operands:
 
   torch       A @ B (torch.mm)
   bound       tsm2.bind's closure for the tuner's choice, called with (A, B): what the tuner timed
+  cublas_bound  blas.bind's closure (cuBLAS with its arguments fixed), called with (A, B)
   dispatch    tuner.dispatch(kind, A, B): route lookup + the closure
   matmul      tsm2x.matmul(A, B): what the experiment timed
 and, per path, the host's cost alone (calls issued without waiting, divided by the calls), so a
@@ -59,7 +60,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     import torch
 
-    from repro.papers.tsm2x import tsm2
+    from repro.papers.tsm2x import blas, tsm2
     from repro.papers.tsm2x import tuner as tuner_mod
     from repro.pipeline import provenance
 
@@ -79,9 +80,10 @@ def main(argv=None) -> int:
             paths = {"torch": lambda: A @ B,
                      "dispatch": functools.partial(tuner_mod.dispatch, kind, A, B, tuner=tuner, kernels_dir=kernels_dir),
                      "matmul": functools.partial(tuner_mod.matmul, A, B, tuner=tuner, kernels_dir=kernels_dir)}
-            if not choice.fallback:
+            if not choice.fallback and choice.choice != blas.BOUND:
                 bound = tsm2.bind(kind, A, B, None, choice.choice, kernels_dir)
                 paths["bound"] = functools.partial(bound, A, B)
+            paths["cublas_bound"] = functools.partial(blas.bind(kind, A, B), A, B)
             times = tuner_mod.interleaved_times({k_: [f] for k_, f in paths.items()}, rounds=args.rounds,
                                                 target_s=0.005)
             hosts = {k_: host_cost(f) for k_, f in paths.items()}
