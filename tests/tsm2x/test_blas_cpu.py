@@ -133,3 +133,18 @@ def test_dispatch_runs_the_bound_call_only_where_it_beat_the_callers_call(fake_g
     fake_gpu.times[("warm", blas.BOUND)] = 9.2e-6  # 3% faster than the caller's call: inside the margin
     _, choice = tuner_mod.dispatch("r", A, B, C, tuner=Tuner(None, "H100"))
     assert choice.fallback and fake_gpu.ran[-1] == "native"
+
+
+def test_matmul_without_a_tuner_asks_for_the_default_one_only_to_resolve(monkeypatch):
+    import torch
+
+    asked, resolved = [], []
+    monkeypatch.setattr(tuner_mod, "_DEFAULT_ROUTES", {})
+    monkeypatch.setattr(tuner_mod, "default_tuner", lambda: asked.append(1) or Tuner(None, "cpu"))
+    monkeypatch.setattr(tuner_mod, "_resolve", lambda *a: resolved.append(a[0]) or (lambda A, B: A @ B, None))
+    A, B = torch.ones(64, 32), torch.ones(32, 4)
+    for _ in range(3):
+        assert torch.equal(tuner_mod.matmul(A, B), A @ B)
+    assert asked == [1] and resolved == ["r"]
+    tuner_mod.matmul(A, torch.ones(32, 2))  # another signature: resolved, with the default tuner asked again
+    assert len(asked) == 2 and len(tuner_mod._DEFAULT_ROUTES) == 2

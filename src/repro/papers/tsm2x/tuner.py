@@ -649,6 +649,7 @@ def dispatch(kind: str, A: Any, B: Any, out: Any = None, *, tuner: Tuner, expect
 
 
 _DEFAULT_TUNERS: dict[int, Tuner] = {}
+_DEFAULT_ROUTES: dict[tuple, tuple] = {}  # matmul's routes where no tuner is given (route_key -> route)
 
 
 def default_tuner() -> Tuner:
@@ -676,22 +677,25 @@ def matmul(A: Any, B: Any, out: Any = None, *, expect: str | None = None, tuner:
     the operands' own library (torch.mm, CuPy's @). C is `out` where given; else column-major
     from our kernels, the library's layout from cuBLAS. The first call of a shape tunes it.
     """
-    if tuner is None:
-        tuner = default_tuner()
+    # the default tuners' routes are one table (the key holds the operands' device): a repeated call
+    # asks torch for no current device (0.3-1 us), only the route table
+    routes = _DEFAULT_ROUTES if tuner is None else tuner.routes
     sig = route_key("matmul", expect, kernels_dir, A, B, out)
-    route = tuner.routes.get(sig)
+    route = routes.get(sig)
     if route is None and _bind_array_types():
         sig = route_key("matmul", expect, kernels_dir, A, B, out)
-        route = tuner.routes.get(sig)
+        route = routes.get(sig)
     if route is None:
         if expect not in (None, *REGIMES):  # a caller's mistake, not operands for the library's matmul
             raise ValueError(f"expect must be one of {REGIMES} or None, got {expect!r}")
+        if tuner is None:
+            tuner = default_tuner()
         kind = "l" if A.shape[-1] <= tsm2.MAX_K_L else "r"
         try:
             route = _resolve(kind, A, B, out, expect, tuner, kernels_dir, {})
         except ValueError as exc:  # operands our kernels do not take: the library's own matmul
             log.info("tsm2x.matmul: cuBLAS for %s: %s", (_meta(A), _meta(B), _meta(out)), exc)
             route = (native_route(A, out is not None), None)
-        tuner.routes[sig] = route
+        routes[sig] = route
     run = route[0]
     return run(A, B) if out is None else run(A, B, out)
