@@ -15,7 +15,11 @@
 # PLAN lines: "run <experiment> [overrides...]" (scale=paper, alone) | "bgrun <experiment> ..." (in
 # the background: at most about five training processes share one H200 usefully) | "wait" |
 # "test <pytest args...>" | "prep" | "bgprep" | "sh <command>". Commit of the tree: .device-data/commit.txt;
-# .device-data/only (stems, one line) limits the kernel build to those sources.
+# .device-data/only (stems, one line) limits the kernel build to those sources; a plan's own
+# "# only: <stems>" line overrides it.
+# PLAN is a file in .device-data or a path from the tree's root (tools/device_plans/next, committed);
+# where PLAN.h100 or PLAN.h200 exists for the card the call got, that one runs: one command serves
+# whichever card comes.
 set -uo pipefail
 plan="$1"; deadline=$(( $(date +%s) + $2 ))
 # The carried tree is HEAD's copy in .device-data/clean, or, where that would not fit the carry
@@ -30,10 +34,17 @@ py3=$(command -v python3); mkdir -p /tmp/bin && rm -f /tmp/bin/python && printf 
 log=$OUT/log.txt; : > "$log"
 echo "commit $REPRO_GIT_COMMIT start $(date -u +%T)" | tee -a "$log"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee -a "$log"
+card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oi 'h[0-9]\{3\}' | head -1 | tr 'A-Z' 'a-z')
+plan_file=  # the card's own plan first, in .device-data, then in the tree
+for f in "$dd/$plan.$card" "$root/$plan.$card" "$dd/$plan" "$root/$plan"; do [[ -f $f ]] && { plan_file=$f; break; }; done
+[[ -n $plan_file ]] || { echo "no plan $plan (looked in $dd and $root, with .$card)" | tee -a "$log"; exit 2; }
+stems=$(sed -n 's/^# only: *//p' "$plan_file" | head -1)
+[[ -z $stems && -f $dd/only ]] && stems=$(cat "$dd/only")
+echo "plan $plan_file${stems:+ (kernels: $stems)}" | tee -a "$log"
 t0=$(date +%s)
 [[ -f $dd/prep_first ]] && { python -m repro.data.cifar10 --source shards:$dd/cifar10-jpeg --out results/data/cifar10 > "$OUT/prep.log" 2>&1 & }
 if [[ -f $dd/no_build ]]; then wait; echo "build skipped (.device-data/no_build)" | tee -a "$log"  # runs that load no CUDA C kernel
-else python -m repro.kernels.build --out results/build/kernels $( [[ -f $dd/only ]] && echo --only $(cat $dd/only) ) > "$OUT/build.log" 2>&1; wait; echo "build rc=$? $(( $(date +%s)-t0 )) s" | tee -a "$log"; fi
+else python -m repro.kernels.build --out results/build/kernels ${stems:+--only $stems} > "$OUT/build.log" 2>&1; brc=$?; wait; echo "build rc=$brc $(( $(date +%s)-t0 )) s" | tee -a "$log"; fi
 export REPRO_KERNELS_DIR=$PWD/results/build/kernels
 n=0
 while read -r kind rest; do
@@ -53,7 +64,7 @@ while read -r kind rest; do
     sh)   timeout $left bash -c "$rest" > "$OUT/step$n.log" 2>&1 ;;
   esac
   rc=$?; echo "step$n rc=$rc $(( $(date +%s)-t )) s: $kind $rest" | tee -a "$log"; tail -3 "$OUT/step$n.log" | sed 's/^/    /' >> "$log"
-done < "$dd/$plan"
+done < "$plan_file"
 wait
 mkdir -p results/device-logs && cp "$OUT"/*.log "$OUT"/log.txt results/device-logs/ 2>/dev/null; rm -f "$OUT"/step*.log
 find results -name '*.pt' ! -name checkpoint.pt > /tmp/pt-exclude  # model weights stay; checkpoints travel
