@@ -362,12 +362,48 @@ def test_a_margin_inside_the_run_to_run_spread_is_inconclusive(tmp_path):
     assert claims.tally(df.reset_index(), "reference")["inconclusive"] == 1
 
 
+def test_a_spread_from_the_runs_own_rounds_judges_a_ratio_of_arms(tmp_path):
+    """spread: {rounds: <metric>}: each arm varied by up to that share over the run's rounds, so a ratio
+    of two arms spans value / (1 + r) to value * (1 + r); a run of one round has no such metric."""
+    config = tmp_path / "config"
+    (config / "experiment" / "k").mkdir(parents=True)
+    (config / "experiment" / "k" / "a.yaml").write_text("name: a\npaper: k\ngpus: 1\n")
+    common = dict(paper="P", statement="s", paper_value=1.2, unit="x", direction=">=",
+                  metric={"experiment": "k/a", "key": "speed"}, spread={"rounds": "round_spread_max"})
+    ledger = tmp_path / "claims.yaml"
+    ledger.write_text(yaml.safe_dump({"claims": [
+        {**common, "id": "near", "target": 1.2},   # 1.25 spans 1.19-1.31 at 5%: margin 0.05 inside 0.122
+        {**common, "id": "far", "target": 1.0},    # margin 0.25 outside
+        {**common, "id": "one", "target": 1.0, "metric": {"experiment": "k/a", "key": "other"}},
+    ]}))
+    card = tmp_path / "reference" / "nvidia-h200"
+    _write(card, "k", "a", {"speed": 1.25, "round_spread_max": 0.05, "other": 1.5})
+    df = claims.build(ledger, tmp_path / "results", tmp_path / "reference", config).set_index("claim_id")
+    assert df.loc["near"].reference_verdict == "inconclusive"
+    assert df.loc["near"].reference_details[0].startswith("inconclusive: the margin to the target is inside the 0.122024 (the run's rounds")
+    assert df.loc["far"].reference_verdict == "reproduced"
+    assert any(d.startswith("run-to-run spread: 0.122024 (the run's rounds: each arm within 5%, so 1.19048 to 1.3125)")
+               for d in df.loc["far"].reference_details)
+    assert df.loc["one"].reference_verdict == "reproduced"  # 1.5 +- 7%: well clear
+    (card / "k" / "a" / "record.json").unlink()
+    _write(card, "k", "a", {"speed": 1.25, "other": 1.5})  # a run of one round
+    df = claims.build(ledger, tmp_path / "results", tmp_path / "reference", config).set_index("claim_id")
+    assert df.loc["near"].reference_verdict == "reproduced"
+    assert "run-to-run spread: none measured (its run records no 'round_spread_max': one round, or made before its experiment timed rounds)" in df.loc["near"].reference_details
+    assert claims.rounds_range(2.0, 0.1) == pytest.approx((2.0 / 1.1, 2.2))
+
+
 def test_a_malformed_spread_is_named(tmp_path):
     bad = tmp_path / "claims.yaml"
     bad.write_text(yaml.safe_dump({"claims": [dict(id="x.y", paper="P", statement="s", paper_value=1, unit="x",
                                                    target=1, direction=">=", spread=["logs/a"])]}))
     with pytest.raises(claims.LedgerError, match=r"x.y.*spread must be \{repeats: \["):
         claims.load_ledger(bad)
+    for spread in ({"rounds": ""}, {"rounds": "m", "repeats": ["a"]}, {"repeats": []}):
+        bad.write_text(yaml.safe_dump({"claims": [dict(id="x.y", paper="P", statement="s", paper_value=1, unit="x",
+                                                       target=1, direction=">=", spread=spread)]}))
+        with pytest.raises(claims.LedgerError, match=r"or \{rounds: <metric>\}"):
+            claims.load_ledger(bad)
 
 
 def _ceiling_ledger(tmp_path, claims_list):

@@ -143,12 +143,11 @@ def load_ledger(path: Path) -> list[dict]:
                                       f"({_fmt(c['paper_value'])})")
             if "needs" in c and not NEEDS.match(str(c["needs"])):
                 raise LedgerError(f"{where}: needs must be cpu, gpu or gpu<N>, got {c['needs']!r}")
-            if "spread" in c and not (isinstance(c["spread"], dict) and set(c["spread"]) == {"repeats"}
-                                      and isinstance(c["spread"]["repeats"], list) and c["spread"]["repeats"]
-                                      and all(isinstance(r, str) for r in c["spread"]["repeats"])):
+            if "spread" in c and not _spread_ok(c["spread"]):
                 raise LedgerError(f"{where}: spread must be {{repeats: [<run folder>, ...]}} (the folders of repeat "
-                                  f"runs of the headline metric, relative to the card's reference folder), got "
-                                  f"{c['spread']!r}")
+                                  f"runs of the headline metric, relative to the card's reference folder) or "
+                                  f"{{rounds: <metric>}} (the headline run's own rounds: the largest max/min - 1 "
+                                  f"of one arm's measurements over them), got {c['spread']!r}")
             if "ceiling" in c:
                 _check_ceiling(c["ceiling"], where)
             if "assumed" in c and not (isinstance(c["assumed"], dict) and set(c["assumed"]) == {"experiment"}
@@ -425,6 +424,21 @@ def _judged(claim: dict, recs: dict[str, dict], timing) -> Side:
     return side
 
 
+def _spread_ok(spread) -> bool:
+    if not isinstance(spread, dict) or len(spread) != 1:
+        return False
+    if "repeats" in spread:
+        reps = spread["repeats"]
+        return isinstance(reps, list) and bool(reps) and all(isinstance(r, str) for r in reps)
+    return isinstance(spread.get("rounds"), str) and bool(spread["rounds"])
+
+
+def rounds_range(value: float, rel: float) -> tuple[float, float]:
+    """The range of a ratio of two arms' measurements when each varied by up to ``rel`` (max/min - 1)
+    over the run's rounds: numerator high and denominator low, and the reverse."""
+    return value / (1 + rel), value * (1 + rel)
+
+
 def spread_of(claim: dict, card_root: Path | None) -> tuple[list[float], list[str]]:
     """The headline metric's values in the repeat runs the ledger names for the claim (``spread:
     repeats:``, folders below ``card_root``, the card's reference folder), and what is missing."""
@@ -450,15 +464,33 @@ def _apply_spread(claim: dict, side: Side, card_root: Path | None) -> None:
     if not claim.get("spread"):
         side.details.append("run-to-run spread: none measured (the ledger names no repeat runs)")
         return
+    if "rounds" in claim["spread"]:  # the headline run's own rounds
+        rec = side.records.get(claim["metric"]["experiment"])
+        rel = (rec or {}).get("metrics", {}).get(claim["spread"]["rounds"])
+        if rel is None or (isinstance(rel, float) and math.isnan(rel)):
+            side.details.append(f"run-to-run spread: none measured (its run records no {claim['spread']['rounds']!r}: "
+                                "one round, or made before its experiment timed rounds)")
+            return
+        lo, hi = rounds_range(float(value), float(rel))
+        _judge_spread(claim, side, float(value), hi - lo,
+                      f"{_fmt(hi - lo)} (the run's rounds: each arm within {_fmt(100 * float(rel))}%, so "
+                      f"{_fmt(lo)} to {_fmt(hi)})")
+        return
     repeats, missing = spread_of(claim, card_root)
     if missing:
         side.details.append(f"run-to-run spread: repeat runs missing on this card ({', '.join(missing)})")
     if not repeats:
         return
     values = [float(value), *repeats]
-    spread, margin = max(values) - min(values), abs(float(value) - float(claim["target"]))
-    text = (f"run-to-run spread: {_fmt(spread)} (range over {len(values)} runs, "
-            f"{_fmt(min(values))} to {_fmt(max(values))}); margin to the target {_fmt(margin)}")
+    _judge_spread(claim, side, float(value), max(values) - min(values),
+                  f"{_fmt(max(values) - min(values))} (range over {len(values)} runs, "
+                  f"{_fmt(min(values))} to {_fmt(max(values))})")
+
+
+def _judge_spread(claim: dict, side: Side, value: float, spread: float, what: str) -> None:
+    """A margin to the target inside ``spread`` is no verdict: ``inconclusive``, with the spread."""
+    margin = abs(value - float(claim["target"]))
+    text = f"run-to-run spread: {what}; margin to the target {_fmt(margin)}"
     if margin <= spread:
         side.verdict = "inconclusive"
         side.details.insert(0, f"inconclusive: the margin to the target is inside the {text.split(': ', 1)[1]}")
