@@ -75,3 +75,40 @@ def test_bad_specs(entry, match):
 def test_check_square_names_the_problem(make, match):
     with pytest.raises(M.MatrixError, match=match):
         M.check_square(make())
+
+
+def test_rcm_of_a_lower_matrix_is_its_graph_reordered_and_diagonally_dominant():
+    L = M.banded(600, bandwidth=8, density=0.4, seed=3)
+    rng = np.random.default_rng(0)
+    shuffle = rng.permutation(600)  # a scrambled order: RCM must bring the band back
+    S = (sp.tril(L, -1) + sp.tril(L, -1).T).tocsr()[shuffle][:, shuffle]
+    scrambled = M.check_lower(sp.tril(S, -1) + sp.eye(600) * 100, "scrambled")
+    R = M.rcm(scrambled, lower=True)
+    order = M.rcm_order(scrambled)
+    assert R.nnz == scrambled.nnz and sp.tril(R).nnz == R.nnz  # lower, the same number of entries
+    want = (S[order][:, order] != 0).astype(int)  # the same graph under the order (S's pattern is symmetric)
+    np.testing.assert_array_equal(sp.tril(want, -1).toarray(), sp.tril(R, -1).toarray() != 0)
+    def band(X):
+        rows, cols = sp.tril(X, -1).nonzero()
+        return (rows - cols).max()
+
+    assert band(R) < band(scrambled) / 4  # RCM brings the band back
+    off = np.asarray(abs(sp.tril(R, -1)).sum(axis=1)).ravel()
+    np.testing.assert_allclose(R.diagonal(), 1 + off)
+
+
+def test_rcm_of_a_general_matrix_is_a_symmetric_permutation():
+    A = M.rmat(8, edge_factor=4, seed=2)
+    R = M.rcm(A, lower=False)
+    order = M.rcm_order(A)
+    np.testing.assert_array_equal(R.toarray(), A.toarray()[np.ix_(order, order)])
+
+
+def test_a_spec_builds_its_rcm_variant_and_refuses_another_order():
+    base, variant = M.specs([{"name": "p", "kind": "poisson", "shape": [12, 9]},
+                             {"name": "p_rcm", "kind": "poisson", "shape": [12, 9], "reorder": "rcm"}])
+    assert (base.reorder, variant.reorder) == ("natural", "rcm")
+    assert variant.build().nnz == base.build().nnz
+    (bad,) = M.specs([{"name": "x", "kind": "banded", "n": 50, "reorder": "amd"}])
+    with pytest.raises(M.MatrixError, match="matrix x: reorder must be 'rcm'"):
+        bad.build()

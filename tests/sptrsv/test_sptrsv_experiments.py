@@ -200,3 +200,21 @@ def test_multi_gpu_metrics_from_both_designs(tmp_path, monkeypatch):
     pts = r.tables["points"]
     assert set(pts["gpus"]) == {2, 4} and "geomean_speedup_2gpu" in r.metrics
     assert (pts["remote_fraction"] > 0).all() and (pts["zc_backward"] < 1e-12).all()
+
+
+def test_summary_keeps_the_rcm_variants_out_of_the_claims_set():
+    """The deep-chain metrics read the natural orders only (the claim's matrices); the RCM variants get
+    their own best sync-free and ceiling geomeans and the median ratio of their levels to their base's."""
+    df = pd.DataFrame({"matrix": ["banded", "banded_rcm", "powerlaw", "powerlaw_rcm"],
+                       "family": ["banded", "banded", "powerlaw", "powerlaw"],
+                       "order": ["natural", "rcm", "natural", "rcm"], "ok": [True] * 4, "levels": [1000, 500, 300, 42],
+                       "hop_us": [1.0] * 4, "cusparse_solve_ms": [2.0, 2.0, 1.0, 1.0],
+                       "speedup_syncfree_thread": [1.0, 3.0, 2.0, 8.0], "total_speedup_syncfree_thread": [1.0] * 4})
+    df["ceiling_ms"] = df["levels"] * df["hop_us"] / 1e3
+    df["ceiling_speedup"] = df["cusparse_solve_ms"] / df["ceiling_ms"]
+    m = summarize(df)
+    assert m["geomean_speedup_syncfree_thread_deep"] == pytest.approx(geomean([1.0, 2.0]))
+    assert m["geomean_ceiling_speedup_deep"] == pytest.approx(geomean([2.0, 1000 / 300]))
+    assert m["n_rcm"] == 2 and m["geomean_speedup_best_syncfree_rcm"] == pytest.approx(geomean([3.0, 8.0]))
+    assert m["geomean_ceiling_speedup_rcm"] == pytest.approx(geomean([4.0, 1000 / 42]))
+    assert m["median_levels_rcm_over_natural"] == pytest.approx(np.median([0.5, 42 / 300]))

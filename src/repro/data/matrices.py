@@ -26,6 +26,13 @@ General square families (SpGEMM operands, chosen to span the fill of small dense
 Random families put off-diagonal values in [-1, 1]; the lower-triangular ones make each diagonal
 larger than its row's off-diagonal sum, so solutions stay bounded. Every lower matrix goes through
 :func:`check_lower`, every general one through :func:`check_square`.
+
+Any family takes ``reorder="rcm"`` (:func:`rcm`): the same graph in reverse Cuthill-McKee order
+(SciPy's, on the symmetrised pattern). A lower matrix L is read as the lower half of the symmetric
+S = L + L^T - diag(L) and becomes the lower triangle of P S P^T: the pattern an IC(0) or ILU(0)
+factor of the reordered matrix has (they keep its lower pattern), with L's off-diagonal values and a
+diagonal of 1 + |row off-diagonal sum| (so not that factor's values: a triangular solve's speed
+depends on the pattern, its stability on the dominant diagonal). A general matrix becomes P A P^T.
 """
 
 from __future__ import annotations
@@ -248,6 +255,33 @@ def gallery_full(example: str) -> sp.csr_matrix:
     return check_square(_load_example(example), f"gallery:{example}")
 
 
+def rcm_order(A) -> np.ndarray:
+    """The reverse Cuthill-McKee order of A's symmetrised pattern (scipy.sparse.csgraph)."""
+    from scipy.sparse.csgraph import reverse_cuthill_mckee
+
+    A = sp.csr_matrix(A)
+    pattern = sp.csr_matrix((np.ones(A.nnz, dtype=np.int8), A.indices, A.indptr), shape=A.shape)
+    return np.asarray(reverse_cuthill_mckee((pattern + pattern.T).tocsr(), symmetric_mode=True), dtype=np.int64)
+
+
+def rcm(A, lower: bool, name: str = "A") -> sp.csr_matrix:
+    """A in RCM order (module doc): for a lower matrix, the lower triangle of the reordered symmetric
+    matrix it is half of, with a dominant diagonal; else P A P^T."""
+    order = rcm_order(A)
+    if not lower:
+        return check_square(sp.csr_matrix(A)[order][:, order], f"{name} (rcm)")
+    L = sp.csr_matrix(A)
+    off = sp.tril(L, k=-1)
+    S = (off + off.T).tocsr()[order][:, order]
+    low = sp.tril(S, k=-1).tocsr()
+    low.sum_duplicates()
+    diag = 1.0 + np.asarray(abs(low).sum(axis=1)).ravel()
+    return check_lower(low + sp.diags(diag), f"{name} (rcm)")
+
+
+LOWER = ("poisson", "powerlaw", "banded", "gallery")  # the families that make lower-triangular matrices
+
+
 def _load_example(example: str):
     if example not in GALLERY:
         raise MatrixError(f"gallery: unknown example {example!r}; choose from {', '.join(GALLERY)}")
@@ -270,13 +304,22 @@ class MatrixSpec:
         if self.kind not in MAKERS:
             raise MatrixError(f"matrix {self.name}: unknown kind {self.kind!r}; choose from {', '.join(MAKERS)}")
         args = dict(self.args)
+        order = args.pop("reorder", None)
+        if order not in (None, "rcm"):
+            raise MatrixError(f"matrix {self.name}: reorder must be 'rcm' (or absent), got {order!r}")
         for key in ("shape", "probs"):
             if key in args:
                 args[key] = tuple(args[key])
         try:
-            return MAKERS[self.kind](**args)
+            A = MAKERS[self.kind](**args)
         except TypeError as exc:
             raise MatrixError(f"matrix {self.name}: {exc}") from None
+        return A if order is None else rcm(A, self.kind in LOWER, self.name)
+
+    @property
+    def reorder(self) -> str:
+        """The ordering the matrix is built in: "natural" (its family's own) or "rcm"."""
+        return self.args.get("reorder") or "natural"
 
 
 MAKERS = {"poisson": poisson, "powerlaw": powerlaw, "banded": banded, "gallery": gallery, "laplacian": laplacian,

@@ -14,7 +14,8 @@ thread blocks (write, release, flag, acquire-poll; median over ``hop_repeats`` l
 ``ceiling_ms`` = levels x hop is a floor of its solve time and ``ceiling_speedup`` =
 cusparse_solve_ms / ceiling_ms the most any sync-free kernel can reach over cuSPARSE on that matrix.
 
-Columns of the ``points`` table: the matrix's name, family, rows, nnz, levels, critical_path;
+Columns of the ``points`` table: the matrix's name, family, order ("natural", or "rcm" for a
+matrix's reverse Cuthill-McKee variant: repro.data.matrices.rcm), rows, nnz, levels, critical_path;
 ``hop_us``, ``ceiling_ms``, ``ceiling_speedup``; per solver ``<s>_analysis_ms``, ``<s>_solve_ms``,
 ``<s>_backward``, ``<s>_vs_cusparse``; speedups ``speedup_<s>`` = cusparse_solve_ms / <s>_solve_ms
 and ``total_speedup_<s>`` with analysis added; ``<s>_over_ceiling`` = <s>_solve_ms / ceiling_ms.
@@ -105,7 +106,7 @@ def measure(spec: MatrixSpec, p, kernels_dir, seed: int, log, hop_us: float = ma
 
     L = spec.build()
     analysis = schedule.analyse(L)
-    row = {"matrix": spec.name, "family": spec.kind, **schedule.stats(L, analysis)}
+    row = {"matrix": spec.name, "family": spec.kind, "order": spec.reorder, **schedule.stats(L, analysis)}
     row["hop_us"] = hop_us
     row["ceiling_ms"] = row["levels"] * hop_us / 1e3
     row["v2_variant"] = schedule.v2_variant(row["nnz_per_row"])
@@ -160,10 +161,26 @@ def geomean(xs) -> float:
 
 
 def summarize(df: pd.DataFrame) -> dict[str, float]:
-    """Geomean and worst speedups over all matrices and over the generated deep-chain ones, and the
-    ceiling's (levels x hop) speedup over cuSPARSE."""
+    """Geomean and worst speedups over all matrices and over the generated deep-chain ones in their
+    natural order (the claim's set), and the ceiling's (levels x hop) speedup over cuSPARSE; the RCM
+    variants apart (``*_rcm``: the best sync-free kernel and the ceiling over them, and the median
+    ratio of their levels to their natural order's)."""
     metrics: dict[str, float] = {"n_matrices": len(df), "n_incorrect": int((~df["ok"].astype(bool)).sum())}
-    deep = df[df["family"] != "gallery"]
+    natural = df["order"] != "rcm" if "order" in df else pd.Series(True, index=df.index)
+    deep = df[(df["family"] != "gallery") & natural]
+    rcm = df[~natural]
+    sync = [f"speedup_{c}" for c in SYNCFREE if f"speedup_{c}" in df]
+    if len(rcm):
+        metrics["n_rcm"] = len(rcm)
+        if sync:
+            metrics["geomean_speedup_best_syncfree_rcm"] = geomean(rcm[sync].max(axis=1))
+        if "ceiling_speedup" in df:
+            metrics["geomean_ceiling_speedup_rcm"] = geomean(rcm["ceiling_speedup"])
+        base = df[natural].set_index("matrix")["levels"]
+        pairs = [(r.levels, base[r.matrix.removesuffix("_rcm")]) for r in rcm.itertuples()
+                 if r.matrix.removesuffix("_rcm") in base.index]
+        if pairs:  # a variant named <matrix>_rcm beside its natural order
+            metrics["median_levels_rcm_over_natural"] = float(np.median([a / b for a, b in pairs]))
     for name in OURS:
         col = f"speedup_{name}"
         if col not in df:
@@ -173,7 +190,6 @@ def summarize(df: pd.DataFrame) -> dict[str, float]:
         if len(deep):
             metrics[f"geomean_{col}_deep"] = geomean(deep[col])
             metrics[f"min_{col}_deep"] = float(deep[col].min())
-    sync = [f"speedup_{c}" for c in SYNCFREE if f"speedup_{c}" in df]
     if sync and len(deep):
         best = deep[sync].max(axis=1)
         metrics["geomean_speedup_best_syncfree_deep"] = geomean(best)
