@@ -92,3 +92,17 @@ def test_figure_draws_from_the_table(run, tmp_path):
     (tmp_path / "record.json").write_text('{"experiment": "tsparse/spgemm", "scale": "smoke", "machine": {}}')
     fig = figures.spgemm(Path(tmp_path))
     assert len(fig.axes) == 2
+
+
+def test_summary_keeps_the_rcm_variants_apart():
+    cols = {"fill": [0.1, 0.4, 0.3], "pattern_ok_float16": [True] * 3, "err_float16": [1e-4] * 3,
+            "kernel_vs_twin_float16": [0.0] * 3, "err_mma_float16": [np.nan] * 3, "mma_vs_twin_float16": [np.nan] * 3,
+            "speedup_cusparse_fp32_mma": [1.0] * 3, "t_numeric": [1.0] * 3, "t_ours": [2.0] * 3,
+            "ceiling_s": [0.5] * 3, "ceiling_speedup": [4.0] * 3,
+            **{f"speedup_{b}": [1.0, 3.0, 2.0] for b in ("scipy", "graphblas", "cusparse_fp32", "cusparse_fp64",
+                                                         "torch_csr")}}
+    df = pd.DataFrame({"matrix": ["rm", "rm_rcm", "lap"], "order": ["natural", "rcm", "natural"], **cols})
+    m = summarize(df, SpgemmParams(dtypes=["float16"]))
+    assert m["n_matrices"] == 2 and m["geomean_speedup_cusparse_fp32"] == pytest.approx(2 ** 0.5)  # rm and lap
+    assert m["n_rcm"] == 1 and m["geomean_speedup_cusparse_fp32_rcm"] == pytest.approx(3.0) and m["mean_fill_rcm"] == 0.4
+    assert m["median_fill_rcm_over_natural"] == pytest.approx(4.0)
