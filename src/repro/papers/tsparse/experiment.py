@@ -222,7 +222,8 @@ def spgemm_bench(p: SpgemmParams, ctx: Context) -> Result:
     if not gpu:
         for key in ("geomean_speedup_cusparse_fp32", "geomean_speedup_cusparse_fp32_fill25", "geomean_speedup_cusparse_fp64",
                     "geomean_speedup_torch_csr", "min_speedup_cusparse_fp32", "geomean_ceiling_speedup",
-                    "geomean_ceiling_speedup_fill25", "geomean_numeric_of_ceiling", "tc_tflops"):
+                    "geomean_ceiling_speedup_fill25", "geomean_numeric_of_ceiling", "tc_tflops",
+                    *(["geomean_speedup_cusparse_fp32_rcm"] if "geomean_speedup_cusparse_fp32_rcm" in metrics else [])):
             tags[key] = "NaN: a GPU quantity (cuSPARSE, torch CSR, tensor cores); this run had no GPU"
     if df["t_numeric_mma"].isna().all():
         why = ("NaN: the mma.sync kernel runs on a GPU only" if not gpu else
