@@ -64,6 +64,10 @@ def _env(work: Path, kill_at: str | None) -> dict:
            faults.LOG_ENV: str(work / "kills.log"), "REPRO_BUILD_CACHE": str(work.parent / "kernel-cache")}
     env.pop("REPRO_WORKFLOW_PID", None)
     env.pop(faults.ENV, None)
+    # the jobs run cold, as they would anyway: each run's REPRO_KILL_AT (and each copy's src) is part of
+    # the warm runner's key, so no job here ever finds a server, and each would start one in the
+    # background that idles out unused (6 in a suite run, 1.5-3 s of imports each)
+    env["REPRO_WARM"] = "0"
     if kill_at:
         env[faults.ENV] = kill_at
     return env
