@@ -254,21 +254,6 @@ def test_a_damaged_split_reruns_the_data_step_and_a_dry_run_changes_nothing(tmp_
     assert planned(snakemake_in(work, "-n", *args)) == {}
 
 
-@pytest.mark.slow
-def test_smoke_dag_end_to_end(smoke_run):
-    work, proc, _ = smoke_run
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    report = (work / "results" / "claims" / "report.html").read_text()
-    from repro.report.claims import load_ledger
-
-    for claim in load_ledger(REPO / "config" / "claims"):
-        assert claim["id"] in report
-    for exp in EXPERIMENTS:
-        assert (work / "results" / exp / "record.json").exists()
-        if layout.experiment_file(exp).get("figure"):
-            assert (work / "results" / layout.figure_path(exp, "results").split("results/", 1)[1]).exists()
-    assert (work / "results" / "mlflow.db").exists()
-
 
 @pytest.mark.slow
 def test_a_failed_source_check_keeps_the_source_record_and_the_data(tmp_path):
@@ -314,48 +299,3 @@ def test_a_failed_source_check_keeps_the_source_record_and_the_data(tmp_path):
     shutil.copytree(shards, other)
     assert planned(run(other)) == {"cifar10_source": 1, "cifar10_source_record": 1, "cifar10": 1, "experiment": 1}
     assert planned(run(other, "-n")) == {}
-
-
-# The smoke scale must show learning, or a broken trainer passes the smoke DAG (issue 19, item 9): the
-# check (repro.report.learning) is the one the claims report's card for a smoke run states.
-from repro.report.learning import problems as learning_problems  # noqa: E402
-
-
-@pytest.mark.slow
-def test_smoke_baseline_learns(smoke_run):
-    work, proc, _ = smoke_run
-    assert proc.returncode == 0
-    assert learning_problems(work / "results" / "baseline" / "resnet32") == []
-
-
-@pytest.mark.slow
-def test_the_learning_check_fails_for_a_broken_trainer(smoke_run, tmp_path):
-    """The check above can fail: the same smoke run with the learning rate at 0 (a trainer that never
-    steps) on the DAG's prepared data."""
-    work, proc, _ = smoke_run
-    assert proc.returncode == 0
-    env = {**os.environ, "PYTHONPATH": str(work / "src")}
-    subprocess.run([sys.executable, "-m", "repro.pipeline.run", "experiment=baseline/resnet32", "scale=smoke",
-                    "experiment.params.lr=0", f"out={tmp_path / 'lr0'}"], cwd=work, env=env, check=True,
-                   capture_output=True)
-    problems = learning_problems(tmp_path / "lr0")
-    assert any("top-1" in p for p in problems) and any("test loss" in p for p in problems), problems
-
-
-@pytest.mark.slow
-def test_smoke_rerun_is_a_no_op(smoke_run):
-    work, proc, shards = smoke_run
-    assert proc.returncode == 0
-    again = _snakemake("--cores", "2", "--config", "scale=smoke", f"cifar10_source=shards:{shards}", cwd=work)
-    assert "Nothing to be done" in again.stdout + again.stderr
-
-
-@pytest.mark.slow
-def test_one_figure_by_name_reruns_only_its_chain(smoke_run):
-    work, proc, shards = smoke_run
-    assert proc.returncode == 0
-    (work / "results" / "figures" / "ceilings" / "ceilings.png").unlink()
-    again = _snakemake("results/figures/ceilings/ceilings.png", "--cores", "2", "--config", "scale=smoke",
-                       f"cifar10_source=shards:{shards}", cwd=work)
-    assert (work / "results" / "figures" / "ceilings" / "ceilings.png").exists()
-    assert "baseline" not in again.stderr.split("Job stats:")[-1].split("Select jobs")[0]

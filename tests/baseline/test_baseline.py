@@ -66,7 +66,7 @@ def test_configs_validate_at_both_scales(name):
     assert cfg.paper == "baseline" and cfg.name == name
     spec = load_entry(cfg.entry)
     paper, smoke = experiment_params(spec, cfg, "paper"), experiment_params(spec, cfg, "smoke")
-    # the ResNet-32 smoke run trains on enough images to show learning (tests/test_workflow.py checks
+    # the ResNet-32 smoke run trains on enough images to show learning (tests/test_smoke_dag.py checks
     # it did); the others stay tiny
     assert paper.n_train == 0 and smoke.n_train == (2560 if name == "resnet32" else 256)
     assert paper.cuda_graph and not smoke.cuda_graph

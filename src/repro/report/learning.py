@@ -2,7 +2,7 @@
 passes the smoke DAG (issue 19, item 9). That run (2,560 images, 3 epochs, 1,000 test images) reaches
 about 28% top-1 and a test loss of about 1.9; chance is 10% (one standard deviation of a guess's top-1
 on 1,000 images: about 1 point) and a uniform guess's loss ln(10) = 2.30. The claims report's card
-for a smoke run says whether the check held; tests/test_workflow.py fails the smoke DAG when it does
+for a smoke run says whether the check held; tests/test_smoke_dag.py fails the smoke DAG when it does
 not.
 """
 
