@@ -14,7 +14,8 @@
 # checkpoint.pt and stages/ into .device-data/resume/<paper>/<run>, repeat the plan line).
 # PLAN lines: "run <experiment> [overrides...]" (scale=paper, alone) | "bgrun <experiment> ..." (in
 # the background: at most about five training processes share one H200 usefully) | "wait" |
-# "test <pytest args...>" | "prep" | "bgprep" | "sh <command>". Commit of the tree: .device-data/commit.txt;
+# "test <pytest args...>" (split on spaces: quotes are not honoured, use sh for -k "a or b") | "prep" | "bgprep" |
+# "sh <command>" (through bash -c). Commit of the tree: .device-data/commit.txt;
 # .device-data/only (stems, one line) limits the kernel build to those sources; a plan's own
 # "# only: <stems>" line overrides it.
 # PLAN is a file in .device-data or a path from the tree's root (tools/device_plans/next, committed);
