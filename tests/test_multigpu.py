@@ -40,6 +40,22 @@ def test_failing_rank_is_named_with_its_traceback():
     assert "rank one broke on purpose" in err.value.detail and "Traceback" in err.value.detail
 
 
+def _crash_then_hang_worker(rank: int, world: int) -> int:
+    import torch
+    import torch.distributed as dist
+
+    if rank == 0:
+        raise RuntimeError("rank zero's own failure")
+    dist.broadcast(torch.zeros(1), src=0)  # fails once rank 0 is gone (gloo: connection closed)
+    return rank
+
+
+def test_every_reported_failure_is_in_the_error():
+    with pytest.raises(multigpu.WorkerError) as err:
+        multigpu.launch(_crash_then_hang_worker, 2, backend="gloo", timeout_s=120)
+    assert "rank zero's own failure" in err.value.detail  # whichever rank is named first
+
+
 @pytest.mark.parametrize("n, backend, match", [(0, "gloo", "positive integer"), (2, "mpi", "backend must be"),
                                                (64, "nccl", "64 GPU workers requested")])
 def test_refused_before_starting(n, backend, match):

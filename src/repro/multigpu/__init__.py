@@ -71,8 +71,10 @@ def launch(worker: Callable[..., Any], n: int, *, backend: str, args: tuple = ()
            timeout_s: float = 600.0) -> list[Any]:
     """Run ``worker(rank, n, *args)`` in ``n`` spawned processes; return their results by rank.
 
-    Raises :class:`WorkerError` naming the first rank that failed (with its traceback), or
-    ``TimeoutError`` after ``timeout_s`` (the workers are then terminated)."""
+    Raises :class:`WorkerError` naming the first rank that failed (with its traceback, and the
+    tracebacks of every other rank that reported one: a rank that fails on "connection closed by
+    peer" often names another's crash), or ``TimeoutError`` after ``timeout_s`` (the workers are then
+    terminated)."""
     import torch.multiprocessing as mp
     from torch.multiprocessing.spawn import ProcessException
 
@@ -83,18 +85,24 @@ def launch(worker: Callable[..., Any], n: int, *, backend: str, args: tuple = ()
         ctx = mp.start_processes(_worker, args=(worker, n, backend, str(store), str(out), args), nprocs=n,
                                  join=False, start_method="spawn")
         deadline = time.monotonic() + timeout_s
+        failed = None
         try:
             while not ctx.join(timeout=max(0.0, min(5.0, deadline - time.monotonic())), grace_period=10):
                 if time.monotonic() >= deadline:
                     raise TimeoutError(f"{n} workers still running after {timeout_s:.0f} s")
         except ProcessException as exc:
-            detail = _reported_failure(out, exc.error_index) or str(exc).strip()
-            raise WorkerError(exc.error_index, detail) from None
+            failed = exc
         finally:
             for proc in ctx.processes:
                 if proc.is_alive():
                     proc.terminate()
                     proc.join(10)
+        if failed is not None:  # every rank has stopped: the others' reports are all written
+            detail = _reported_failure(out, failed.error_index) or str(failed).strip()
+            for rank in range(n):
+                if rank != failed.error_index and (other := _reported_failure(out, rank)):
+                    detail += f"\n(rank {rank} also failed:)\n{other}"
+            raise WorkerError(failed.error_index, detail)
         return [pickle.loads((out / f"{rank}.result").read_bytes()) for rank in range(n)]
 
 
