@@ -112,3 +112,8 @@ def test_a_spec_builds_its_rcm_variant_and_refuses_another_order():
     (bad,) = M.specs([{"name": "x", "kind": "banded", "n": 50, "reorder": "amd"}])
     with pytest.raises(M.MatrixError, match="matrix x: reorder must be 'rcm'"):
         bad.build()
+
+
+def test_rcm_over_natural_pairs_a_variant_with_its_natural_order_by_name():
+    names, orders = ["a", "a_rcm", "b_rcm", "c"], ["natural", "rcm", "rcm", "natural"]
+    assert M.rcm_over_natural(names, orders, [4.0, 1.0, 9.0, 2.0]) == [0.25]  # b_rcm has no b

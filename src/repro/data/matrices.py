@@ -279,6 +279,14 @@ def rcm(A, lower: bool, name: str = "A") -> sp.csr_matrix:
     return check_lower(low + sp.diags(diag), f"{name} (rcm)")
 
 
+def rcm_over_natural(names, orders, values) -> list[float]:
+    """value(<matrix>_rcm) / value(<matrix>) for each RCM variant (order "rcm") whose natural-order
+    matrix (its name without "_rcm") is among the rows: how far the order moves a quantity."""
+    natural = {n: v for n, o, v in zip(names, orders, values) if o != "rcm"}
+    return [v / natural[n.removesuffix("_rcm")] for n, o, v in zip(names, orders, values)
+            if o == "rcm" and n.removesuffix("_rcm") in natural]
+
+
 LOWER = ("poisson", "powerlaw", "banded", "gallery")  # the families that make lower-triangular matrices
 
 

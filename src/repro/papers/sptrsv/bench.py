@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from repro.papers.sptrsv import schedule
-from repro.data.matrices import MatrixSpec
+from repro.data.matrices import MatrixSpec, rcm_over_natural
 from repro.papers.sptrsv.solve import THREADS
 
 OURS = ("levelset", "syncfree_warp", "syncfree_thread", "syncfree_levels", "syncfree_push", "syncfree_pull",
@@ -176,11 +176,9 @@ def summarize(df: pd.DataFrame) -> dict[str, float]:
             metrics["geomean_speedup_best_syncfree_rcm"] = geomean(rcm[sync].max(axis=1))
         if "ceiling_speedup" in df:
             metrics["geomean_ceiling_speedup_rcm"] = geomean(rcm["ceiling_speedup"])
-        base = df[natural].set_index("matrix")["levels"]
-        pairs = [(r.levels, base[r.matrix.removesuffix("_rcm")]) for r in rcm.itertuples()
-                 if r.matrix.removesuffix("_rcm") in base.index]
-        if pairs:  # a variant named <matrix>_rcm beside its natural order
-            metrics["median_levels_rcm_over_natural"] = float(np.median([a / b for a, b in pairs]))
+        ratios = rcm_over_natural(df["matrix"], df["order"], df["levels"])
+        if ratios:  # a variant named <matrix>_rcm beside its natural order
+            metrics["median_levels_rcm_over_natural"] = float(np.median(ratios))
     for name in OURS:
         col = f"speedup_{name}"
         if col not in df:

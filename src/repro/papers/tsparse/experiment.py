@@ -26,7 +26,7 @@ import pandas as pd
 import scipy.sparse as sp
 import torch
 
-from repro.data.matrices import check_square, specs
+from repro.data.matrices import check_square, rcm_over_natural, specs
 from repro.experiment import Context, Result, experiment
 from repro.papers.tsparse import baselines, spgemm
 from repro.papers.tsparse.tiles import DTYPES, T, assemble, csr_tensors, symbolic, tile
@@ -159,17 +159,13 @@ def summarize(df: pd.DataFrame, p: SpgemmParams) -> dict[str, float]:
     apart: their geomean speedup over cuSPARSE fp32, mean fill and the median ratio of their fill to
     their natural order's (a variant named <matrix>_rcm beside it)."""
     rcm = df[df["order"] == "rcm"] if "order" in df else df.iloc[:0]
-    df = df.drop(rcm.index)
     extra: dict[str, float] = {}
     if len(rcm):
         extra = {"n_rcm": len(rcm), "geomean_speedup_cusparse_fp32_rcm": geomean(rcm["speedup_cusparse_fp32"]),
                  "mean_fill_rcm": float(rcm["fill"].mean())}
-        base = df.set_index("matrix")["fill"] if "matrix" in df else pd.Series(dtype=float)
-        pairs = [r.fill / base[r.matrix.removesuffix("_rcm")] for r in rcm.itertuples()
-                 if r.matrix.removesuffix("_rcm") in base.index]
-        if pairs:
-            extra["median_fill_rcm_over_natural"] = float(np.median(pairs))
-    return _summarize(df, p) | extra
+        if ratios := rcm_over_natural(df["matrix"], df["order"], df["fill"]):
+            extra["median_fill_rcm_over_natural"] = float(np.median(ratios))
+    return _summarize(df.drop(rcm.index), p) | extra
 
 
 def _summarize(df: pd.DataFrame, p: SpgemmParams) -> dict[str, float]:
