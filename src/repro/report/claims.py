@@ -434,8 +434,9 @@ def _spread_ok(spread) -> bool:
 
 
 def rounds_range(value: float, rel: float) -> tuple[float, float]:
-    """The range of a ratio of two arms' measurements when each varied by up to ``rel`` (max/min - 1)
-    over the run's rounds: numerator high and denominator low, and the reverse."""
+    """The range given a ratio of two arms' medians when the most variable arm's rounds spanned a factor
+    1 + ``rel`` (max/min): the ratio moved by that factor either way. A reading of the run's noise, not
+    the worst case of both arms moving apart at once, which would be (1 + rel)^2."""
     return value / (1 + rel), value * (1 + rel)
 
 
