@@ -23,11 +23,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, write_mini_shards
 
 from repro import faults
 
-SHARDS = REPO.parent / "shared" / "data" / "cifar10-jpeg"
+# CIFAR-10-shaped JPEG shards of 26 images a class (260 a split: the smoke VGG-16 reads 256 of each):
+# the data step runs as on the real shards, in a fraction of their 20,000 decodes per slice run
+PER_CLASS = 26
 # one kernel build (where nvcc is missing the step still runs and writes its status): a quick one, as
 # the slice gets a build cache of its own and so compiles it (gpucache_edges: 0.4 CPU s; tsm2l took 13)
 KERNEL = "gpucache_edges"
@@ -73,36 +75,35 @@ def _env(work: Path, kill_at: str | None) -> dict:
     return env
 
 
-def _step(work: Path, which: str, kill_at: str | None = None, targets=None) -> subprocess.CompletedProcess:
+def _step(work: Path, shards: Path, which: str, kill_at: str | None = None, targets=None) -> subprocess.CompletedProcess:
     cmd = {"snakemake": [sys.executable, "-m", "snakemake", *(targets or TARGETS), "--cores", "2", "--config", "scale=smoke",
-                         f"cifar10_source=shards:{SHARDS}"],
+                         f"cifar10_source=shards:{shards}"],
            "ingest": INGEST, "report": REPORT}[which]
     return subprocess.run(cmd, cwd=work, env=_env(work, kill_at), capture_output=True, text=True)
 
 
-def _run_slice(work: Path, kills: list[tuple[str, str, list | None]]) -> list[str]:
+def _run_slice(work: Path, shards: Path, kills: list[tuple[str, str, list | None]]) -> list[str]:
     """Kill the slice at each point in turn, then run it to the end; returns the kill log's points."""
     log = work / "kills.log"
     for point, which, targets in kills:
-        proc = _step(work, which, point, targets)
+        proc = _step(work, shards, which, point, targets)
         assert proc.returncode != 0, f"{point}: {which} finished although it should have been killed"
         assert log.exists() and log.read_text().splitlines()[-1].startswith(point + " "), \
             f"{point}: {which} failed without reaching the point:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     for which in ("snakemake", "ingest", "report"):
-        proc = _step(work, which)
+        proc = _step(work, shards, which)
         assert proc.returncode == 0, f"{which}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return [line.split()[0] for line in log.read_text().splitlines()] if log.exists() else []
 
 
 @pytest.fixture(scope="module")
 def slices(tmp_path_factory):
-    if not (SHARDS / "SHA256SUMS").exists():
-        pytest.skip("CIFAR-10 shards not beside the checkout")
     clean, killed = (_copy(tmp_path_factory.mktemp(name)) for name in ("clean", "killed"))
+    shards = write_mini_shards(tmp_path_factory.mktemp("cifar10") / "shards", per_class=PER_CLASS)
     # one build cache for both (beside them): the killed slice, first, compiles the kernel before
     # its kill at build.compiled; the clean one takes it from the cache instead of a second nvcc
-    killed_points = _run_slice(killed, KILLS)
-    assert _run_slice(clean, []) == []
+    killed_points = _run_slice(killed, shards, KILLS)
+    assert _run_slice(clean, shards, []) == []
     return clean, killed, killed_points
 
 
