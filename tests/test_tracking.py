@@ -1,6 +1,7 @@
 """The one MLflow writer: ingest records, never twice; a real tracking server finds them."""
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import time
 import pytest
 
 from repro import records
-from repro.pipeline import tracking
+from repro.pipeline import mlflow_app, tracking
 
 
 def _records(root, n=2):
@@ -221,7 +222,7 @@ def test_real_tracking_server(tmp_path):
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
          "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
          "--artifacts-destination", str(tmp_path / "server-artifacts"), "--workers", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **mlflow_app.JOBS_OFF})
     uri = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 90

@@ -25,6 +25,7 @@
 # changed through the server's API takes effect at once, one changed in the file at the restart.
 # Point the pipeline at it: snakemake --cores all --config mlflow_uri="$(tools/mlflow_server.sh uri)" \
 #     mlflow_credentials="$(tools/mlflow_server.sh credentials)"
+# MLflow's job runner (GenAI jobs, four more processes) stays off unless MLFLOW_SERVER_ENABLE_JOB_EXECUTION=true.
 # PostgreSQL comes from Debian (apt-get install postgresql, done here if missing); mlflow talks to it
 # through psycopg2 (pyproject's `team` extra). Run as root (PostgreSQL runs as the `postgres` user)
 # or as an ordinary user (it runs as you).
@@ -136,6 +137,7 @@ start() {
     # its own session, hence its own process group: stop kills the server and all its workers
     MLFLOW_AUTH_CONFIG_PATH=$DIR/basic_auth.ini MLFLOW_FLASK_SERVER_SECRET_KEY=$(cat "$DIR/server.secret") \
     MLFLOW_DISABLE_TELEMETRY=true DO_NOT_TRACK=true \
+    MLFLOW_SERVER_ENABLE_JOB_EXECUTION=${MLFLOW_SERVER_ENABLE_JOB_EXECUTION:-false} \
     setsid "$MLFLOW" server --app-name "$app" --backend-store-uri "postgresql://repro@127.0.0.1:$pg_port/mlflow" \
         --artifacts-destination "$DIR/artifacts" --host "$HOST" --port "$port" --workers 1 \
         >> "$DIR/mlflow.log" 2>&1 < /dev/null &

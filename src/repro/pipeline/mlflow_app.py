@@ -15,7 +15,8 @@ MLflow app plugins (``mlflow.app`` entry points in pyproject.toml: ``repro`` and
 ``repro-basic-auth``), so ``mlflow ui|server --app-name repro[-basic-auth]`` serve them.
 
 Telemetry: the server runs with MLFLOW_DISABLE_TELEMETRY=true and DO_NOT_TRACK=true, so it sends
-nothing and answers the UI's telemetry query with "disabled" (the UI then records nothing).
+nothing and answers the UI's telemetry query with "disabled" (the UI then records nothing). MLflow's
+job runner is off (JOBS_OFF) unless MLFLOW_SERVER_ENABLE_JOB_EXECUTION is set.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ LOCAL_STORAGE = {
 }
 # MLflow's own switches for its usage telemetry (mlflow.telemetry.utils.is_telemetry_disabled)
 TELEMETRY_OFF = {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
+# MLflow's server job runner (huey consumers: four more processes, each importing mlflow, polling while
+# the UI is up) runs GenAI jobs (prompt optimisation, scorers, trace roll-ups) that repro's records never
+# ask for: off unless the caller's environment turns it on
+JOBS_OFF = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 APP = "repro"
 AUTH_APP = "repro-basic-auth"
 
@@ -154,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         cmd[2:2] = ["--app-name", APP]
     else:
         print("mlflow-ui: the repro app is not installed (make setup); serving MLflow's own", file=sys.stderr)
-    env = {**os.environ, **TELEMETRY_OFF}
+    env = {**JOBS_OFF, **os.environ, **TELEMETRY_OFF}
     # the server runs in a session of its own; Ctrl-C (SIGINT) or SIGTERM here stops it (below),
     # SIGINT too where a shell started this in the background (which ignores it)
     signal.signal(signal.SIGINT, signal.default_int_handler)
