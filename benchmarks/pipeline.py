@@ -27,7 +27,9 @@ record fields of repro.records, with provenance.collect()'s provenance), so the 
 - ``make_test_s`` (``--tests``): the README's test command, `make test`, alone on the machine after
   the rest, with its outcome (``tests_passed``, ``_failed``, ``_skipped``) and, from its JUnit file,
   the summed test seconds per test folder (``test_s.<folder>``; a session fixture's set-up, such as
-  the smoke DAG's, counts in the first test that uses it) and the longest single tests (tags).
+  the smoke DAG's, counts in the first test that uses it) and the longest single tests (tags); a
+  passing run's seconds per test file are written to tests/durations.json (commit it: `make test`
+  hands the longest files to its workers first, so no long file starts last while the other waits).
 
   python benchmarks/pipeline.py            full: clean smoke DAG, then the rest (removes results/ but reference/)
   python benchmarks/pipeline.py --quick    without the clean DAG (CI); counts per rule from a dry run
@@ -148,10 +150,33 @@ def junit_summary(path: Path, longest: int = 10) -> dict:
             "longest": sorted(cases, reverse=True)[:longest]}
 
 
+DURATIONS = ROOT / "tests" / "durations.json"
+
+
+def file_durations(path: Path) -> dict[str, float]:
+    """From a pytest JUnit file: the summed seconds of each test file's tests ({"tests/x/test_y.py": s}),
+    a session fixture's set-up counted in the first test that uses it (the smoke DAG in its file's)."""
+    import xml.etree.ElementTree as ET
+
+    out: dict[str, float] = defaultdict(float)
+    for tc in ET.parse(path).getroot().iter("testcase"):
+        parts = (tc.get("classname") or "").split(".")  # tests.x.test_y[.TestClass]
+        for i in range(len(parts), 0, -1):
+            rel = "/".join(parts[:i]) + ".py"
+            if (ROOT / rel).is_file():
+                out[rel] += float(tc.get("time") or 0.0)
+                break
+    return {k: round(v, 1) for k, v in sorted(out.items())}
+
+
 def measure_tests() -> dict:
-    """`make test` in this checkout, timed, and its JUnit summary (results/tests/junit.xml)."""
+    """`make test` in this checkout, timed, and its JUnit summary (results/tests/junit.xml); its per-file
+    seconds refresh tests/durations.json, the order in which `make test` hands files to its workers
+    (longest first: tests/conftest.py)."""
     run = timed(["make", "-s", "test"], check=False, timeout=7200)
     junit = ROOT / "results" / "tests" / "junit.xml"
+    if junit.exists() and run["rc"] == 0:
+        DURATIONS.write_text(json.dumps(file_durations(junit), indent=0) + "\n")
     return {"s": run["s"], "load": run["load"], "runs": run["runs"], "rc": run["rc"],
             **(junit_summary(junit) if junit.exists() else {})}
 

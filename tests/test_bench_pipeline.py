@@ -102,3 +102,36 @@ def test_make_test_is_summarised_per_folder_and_recorded(bench, tmp_path):
     assert record["metrics"]["test_s.tests.real"] == 700.5
     assert json.loads(record["tags"]["make_test_longest"])[0] == [700.5, "tests.real.test_real_browser::test_ui"]
     assert "make test" in bench.report(m) and "2 failed" in bench.report(m)
+
+
+def test_file_durations_sum_each_test_files_tests(bench, tmp_path):
+    """tests/durations.json's numbers: seconds per test file, a class's tests in their module's file; a
+    classname that names no file of the repository (a plugin's) is left out."""
+    path = tmp_path / "junit.xml"
+    path.write_text(JUNIT.replace('</testsuite>', '<testcase classname="tests.test_workflow.TestX" name="t" '
+                                  'time="0.4"/><testcase classname="nowhere.test_q" name="t" time="9"/></testsuite>'))
+    assert bench.file_durations(path) == {"tests/comet/test_codec.py": 3.0, "tests/real/test_real_browser.py": 700.5,
+                                          "tests/test_workflow.py": 30.5}
+
+
+def test_the_suite_hands_out_the_longest_files_first(monkeypatch):
+    """tests/durations.json orders the files (conftest.pytest_collection_modifyitems): those whose tests
+    read the smoke DAG first, then the longest, a file without a time after them in collection order,
+    each file whole; the container's tests last. The committed file knows the suite's files."""
+    import conftest
+
+    class Item:
+        def __init__(self, nodeid, smoke=False):
+            self.nodeid, self.fixturenames, self.keywords = nodeid, ["smoke_run"] if smoke else [], {}
+
+    monkeypatch.setattr(conftest, "test_durations", lambda: {"tests/a.py": 1.0, "tests/b.py": 9.0, "tests/s.py": 0.1})
+    items = [Item("tests/real/test_real_container.py::t"), Item("tests/new.py::t1"), Item("tests/a.py::t1"),
+             Item("tests/b.py::t1"), Item("tests/a.py::t2"), Item("tests/s.py::t", smoke=True), Item("tests/b.py::t2"),
+             Item("tests/old.py::t")]
+    conftest.pytest_collection_modifyitems(None, items)
+    assert [i.nodeid for i in items] == ["tests/s.py::t", "tests/b.py::t1", "tests/b.py::t2", "tests/a.py::t1",
+                                         "tests/a.py::t2", "tests/new.py::t1", "tests/old.py::t",
+                                         "tests/real/test_real_container.py::t"]
+    monkeypatch.undo()
+    seconds = conftest.test_durations()
+    assert "tests/real/test_real_browser.py" in seconds and "tests/test_workflow.py" in seconds

@@ -36,8 +36,13 @@ def _record(**kw) -> dict:
                 started="2026-12-03T00:00:00+00:00", status="ok", **kw)
 
 
+# amb compiles through the partitioner at every probe (1-3.5 s each, 12 s of a search from 2 layers):
+# it starts at 8, next to where it stops fitting under the cap (12 layers of the ViT, 8 of the GPT)
+START = {**{a: 2 for a in ARMS}, "amb_0.5": 8}
+
+
 def _params(**kw) -> DepthParams:
-    return DepthParams(**{**TINY, "arms": ARMS, "networks": NETS, "start_blocks": {a: 2 for a in ARMS},
+    return DepthParams(**{**TINY, "arms": ARMS, "networks": NETS, "start_blocks": START,
                           "arm_budget_s": {a: 120 for a in ARMS}, **kw})
 
 
