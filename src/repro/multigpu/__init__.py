@@ -3,10 +3,10 @@ what each returns.
 
     results = multigpu.launch(worker, 2, backend="nccl", args=(params,))   # [rank 0's, rank 1's]
 
-``worker(rank, world_size, *args)`` must be a module-level function (the workers are started apart
-from the caller, start_method, so it is pickled by name). Rank r uses GPU r of those ``CUDA_VISIBLE_DEVICES`` lists (backend "nccl")
-or is a CPU process (backend "gloo", the stand-in the CPU machines test with). What each worker
-returns is pickled back to the caller in rank order.
+``worker(rank, world_size, *args)`` must be a module-level function (the workers are processes of
+their own, start_method, so it is pickled by name). Rank r uses GPU r of those
+``CUDA_VISIBLE_DEVICES`` lists (backend "nccl") or is a CPU process (backend "gloo", the stand-in the
+CPU machines test with). What each worker returns is pickled back to the caller in rank order.
 
 Why ``torch.multiprocessing`` processes and not a ``torchrun`` subprocess: the experiment runner is
 already the process that validates the config and writes the record, so the workers are a
@@ -117,7 +117,8 @@ def start_method(backend: str) -> str:
     which imports torch once (preloaded) and stays up for the caller's later launches: each rank then
     starts in milliseconds instead of importing torch itself (1-1.5 CPU s a rank; 4 ranks on 2 cores
     paid it 4 times per launch). A fork server, not a plain fork of the caller: the caller's OpenMP
-    thread pool and other threads are not fork-safe, the fork server has run nothing."""
+    thread pool and other threads are not fork-safe, the fork server has run nothing. Its workers
+    write to the standard streams the fork server started with (the caller's at its first launch)."""
     if backend == "gloo":
         import multiprocessing
 
