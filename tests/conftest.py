@@ -54,18 +54,15 @@ def pytest_collection_modifyitems(config, items):
     # the container image's last: CI builds it beside the tests (.ci/run), and they wait for it; the
     # rest by their file's seconds in a measured run (tests/durations.json), longest first, so that the
     # workers end together (a 50 s file handed out last kept one worker busy while the other waited);
-    # a file without a measured time (a new one) after them, in collection order. Files stay whole.
-    seconds = test_durations()
-    first = {}
-    for i, item in enumerate(items):
-        first.setdefault(item.nodeid.split("::", 1)[0], i)
+    # a file without a measured time (a new one) after them, in collection order. Files stay whole (the
+    # sort is stable and a file's tests share its time).
+    seconds = measured_durations()
     items.sort(key=lambda item: ("smoke_run" not in getattr(item, "fixturenames", ()),
                                  item.nodeid.startswith("tests/real/test_real_container.py"),
-                                 -seconds.get(item.nodeid.split("::", 1)[0], 0.0),
-                                 first[item.nodeid.split("::", 1)[0]]))
+                                 -seconds.get(item.nodeid.split("::", 1)[0], 0.0)))
 
 
-def test_durations() -> dict[str, float]:
+def measured_durations() -> dict[str, float]:
     """tests/durations.json: {test file: its tests' summed seconds} from the last measured `make test`
     (benchmarks/pipeline.py --tests writes it); {} where it is absent or unreadable (the order then
     is collection order: only the time to the end depends on it)."""

@@ -124,7 +124,7 @@ def test_the_suite_hands_out_the_longest_files_first(monkeypatch):
         def __init__(self, nodeid, smoke=False):
             self.nodeid, self.fixturenames, self.keywords = nodeid, ["smoke_run"] if smoke else [], {}
 
-    monkeypatch.setattr(conftest, "test_durations", lambda: {"tests/a.py": 1.0, "tests/b.py": 9.0, "tests/s.py": 0.1})
+    monkeypatch.setattr(conftest, "measured_durations", lambda: {"tests/a.py": 1.0, "tests/b.py": 9.0, "tests/s.py": 0.1})
     items = [Item("tests/real/test_real_container.py::t"), Item("tests/new.py::t1"), Item("tests/a.py::t1"),
              Item("tests/b.py::t1"), Item("tests/a.py::t2"), Item("tests/s.py::t", smoke=True), Item("tests/b.py::t2"),
              Item("tests/old.py::t")]
@@ -133,5 +133,5 @@ def test_the_suite_hands_out_the_longest_files_first(monkeypatch):
                                          "tests/a.py::t2", "tests/new.py::t1", "tests/old.py::t",
                                          "tests/real/test_real_container.py::t"]
     monkeypatch.undo()
-    seconds = conftest.test_durations()
+    seconds = conftest.measured_durations()
     assert "tests/real/test_real_browser.py" in seconds and "tests/test_workflow.py" in seconds
