@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, write_mini_shards
+from conftest import REPO, copy_code_caches, write_mini_shards
 
 from repro import faults
 
@@ -57,6 +57,7 @@ def _copy(work: Path) -> Path:
         src = REPO / name
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / name)
     shutil.copytree(REPO / "results" / "reference", work / "results" / "reference")
+    copy_code_caches(work)
     return work
 
 
