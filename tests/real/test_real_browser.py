@@ -2,8 +2,9 @@
 run's ingested runs (with a rerun added), and the smoke run's claims report. The rendered DOM must
 show every paper's MLflow experiment with its description, in the model-training view, every
 experiment's run by its name, a skipped run's reason, no superseded run, and every claim id;
-screenshots go to results/tests/screenshots/ (CI artifacts). The browser keeps one profile across the
-UI's pages, as a reader's does: the address `make mlflow-ui` prints sets the UI's workflow there."""
+screenshots go to results/tests/screenshots/ (CI artifacts). One browser goes through the UI's pages, as
+a reader's does (browser.Browser): the address `make mlflow-ui` prints sets the UI's workflow in its
+profile, and each experiment's page is opened from the loaded app, as a click in the list opens it."""
 
 import html
 import json
@@ -113,43 +114,43 @@ def test_mlflow_ui_opens_the_repro_experiments_in_the_model_training_view(mlflow
     base = url.removesuffix(mlflow_app.PAGE)
     client = MlflowClient(uri)
     papers = sorted({layout.split(e)[0] for e in layout.experiment_names()})
-    listing = browser.dump_dom(url, settle_ms=SETTLE_MS, profile=profile)
-    browser.screenshot(url, SHOTS / "mlflow_experiments.png", settle_ms=SETTLE_MS, profile=profile)
-    # the model-training workflow's navigation (the GenAI one has Prompts and AI Gateway instead)
-    assert "Model registry" in listing and "AI Gateway" not in listing, "the UI opened in its GenAI view"
-    missing = [p for p in papers if f"repro/{p}" not in listing]
-    assert not missing, f"the MLflow UI's experiment list lacks {missing}"
-    for paper in papers:  # each described: its page's title, its claim ids, the link to its page
-        title = tracking.paper_description(paper).splitlines()[0]
-        ids = [c["id"] for c in load_ledger(REPO / "config" / "claims" / f"{paper}.yaml")]
-        assert html.escape(title, quote=False) in listing, f"repro/{paper}'s description lacks its title {title!r}"
-        assert all(f"`{i}`" in listing for i in ids), f"repro/{paper}'s description lacks claim ids {ids}"
-        assert f"({mlflow_app.PAPERS}/{paper}.md)" in listing
-    names = {p: [tracking.run_name({"experiment": layout.split(e)[1], "scale": "smoke"})
-                 for e in layout.experiment_names() if layout.split(e)[0] == p] for p in papers}
-    names[rerun_paper].append(f"{RERUN} (paper)")
-    for paper in papers:
-        exp = client.get_experiment_by_name(f"repro/{paper}")
-        page = f"{base}/#/experiments/{exp.experiment_id}"  # where a click in the list leads
-        dom = browser.dump_dom(page, settle_ms=SETTLE_MS, profile=profile)
-        if paper == rerun_paper:
-            browser.screenshot(page, SHOTS / f"mlflow_{paper}.png", settle_ms=SETTLE_MS, profile=profile)
-        assert ">Run Name<" in dom and "Model registry" in dom and "Observability" not in dom, \
-            f"repro/{paper} did not open on its runs table"
-        missing = [n for n in names[paper] if f">{html.escape(n)}<" not in dom]
-        if missing:
-            browser.screenshot(page, SHOTS / f"mlflow_{paper}.png", settle_ms=SETTLE_MS, profile=profile)
-        assert not missing, f"the MLflow UI's runs of repro/{paper} lack {missing}"
-        if paper == rerun_paper:  # the rerun's older run: hidden from the runs table, its rerun shown
-            assert f"runs/{new_run}" in dom and f"runs/{old_run}" not in dom
-            assert f">{RERUN} (smoke)<" not in dom
-    # a skipped run (the smoke run skips what needs a GPU): FINISHED, tagged `skipped` with the reason
-    skipped = client.search_runs([e.experiment_id for e in client.search_experiments()],
-                                 filter_string="tags.skipped != ''", max_results=1)
-    assert skipped, "the smoke run logged no skipped run"
-    run = skipped[0]
-    page = f"{base}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
-    dom = browser.dump_dom(page, settle_ms=SETTLE_MS, profile=profile)
+    with browser.Browser(profile=profile) as reader:  # one browser, from page to page, as a reader's
+        reader.open(url, settle_ms=SETTLE_MS)
+        listing = reader.dom()
+        reader.screenshot(SHOTS / "mlflow_experiments.png")
+        # the model-training workflow's navigation (the GenAI one has Prompts and AI Gateway instead)
+        assert "Model registry" in listing and "AI Gateway" not in listing, "the UI opened in its GenAI view"
+        missing = [p for p in papers if f"repro/{p}" not in listing]
+        assert not missing, f"the MLflow UI's experiment list lacks {missing}"
+        for paper in papers:  # each described: its page's title, its claim ids, the link to its page
+            title = tracking.paper_description(paper).splitlines()[0]
+            ids = [c["id"] for c in load_ledger(REPO / "config" / "claims" / f"{paper}.yaml")]
+            assert html.escape(title, quote=False) in listing, f"repro/{paper}'s description lacks its title {title!r}"
+            assert all(f"`{i}`" in listing for i in ids), f"repro/{paper}'s description lacks claim ids {ids}"
+            assert f"({mlflow_app.PAPERS}/{paper}.md)" in listing
+        names = {p: [tracking.run_name({"experiment": layout.split(e)[1], "scale": "smoke"})
+                     for e in layout.experiment_names() if layout.split(e)[0] == p] for p in papers}
+        names[rerun_paper].append(f"{RERUN} (paper)")
+        for paper in papers:
+            exp = client.get_experiment_by_name(f"repro/{paper}")
+            reader.open(f"{base}/#/experiments/{exp.experiment_id}", settle_ms=SETTLE_MS)  # where a click in the list leads
+            dom = reader.dom()
+            missing = [n for n in names[paper] if f">{html.escape(n)}<" not in dom]
+            if paper == rerun_paper or missing:
+                reader.screenshot(SHOTS / f"mlflow_{paper}.png")
+            assert ">Run Name<" in dom and "Model registry" in dom and "Observability" not in dom, \
+                f"repro/{paper} did not open on its runs table"
+            assert not missing, f"the MLflow UI's runs of repro/{paper} lack {missing}"
+            if paper == rerun_paper:  # the rerun's older run: hidden from the runs table, its rerun shown
+                assert f"runs/{new_run}" in dom and f"runs/{old_run}" not in dom
+                assert f">{RERUN} (smoke)<" not in dom
+        # a skipped run (the smoke run skips what needs a GPU): FINISHED, tagged `skipped` with the reason
+        skipped = client.search_runs([e.experiment_id for e in client.search_experiments()],
+                                     filter_string="tags.skipped != ''", max_results=1)
+        assert skipped, "the smoke run logged no skipped run"
+        run = skipped[0]
+        reader.open(f"{base}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}", settle_ms=SETTLE_MS)
+        dom = reader.dom()
     assert run.info.status == "FINISHED" and "Finished" in dom
     assert ">skipped<" in dom and html.escape(run.data.tags["skipped"][:60], quote=False) in dom, \
         "the skipped run's page lacks its `skipped` tag and reason"
