@@ -14,7 +14,7 @@ from repro.pipeline import tracking
 
 from conftest import REPO, mlflow_server_login, service_unavailable
 
-N = 3  # ingestions at once: three race for the store's creation as four did, at one mlflow start-up less (~3 s each case)
+N = 3  # ingestions at once: they race for the store's creation; each costs an MLflow start-up
 
 
 def _records(root, paper, n=6):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, copy_code_caches, write_mini_shards
+from conftest import REPO, copy_repository, write_mini_shards
 
 from repro import faults
 
@@ -53,11 +53,8 @@ TIMING = re.compile(r"(_s|_s_mean|_per_s|_ms|_us|_bytes|seconds|time)$")
 
 
 def _copy(work: Path) -> Path:
-    for name in ("Snakefile", "pyproject.toml", "config", "workflow", "profiles", "src"):
-        src = REPO / name
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / name)
+    copy_repository(work, ("Snakefile", "pyproject.toml", "config", "workflow", "profiles", "src"))
     shutil.copytree(REPO / "results" / "reference", work / "results" / "reference")
-    copy_code_caches(work)
     return work
 
 
